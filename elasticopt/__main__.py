@@ -1,0 +1,7 @@
+"""``python -m elasticopt`` runs the command line."""
+
+import sys
+
+from elasticopt.cli import main
+
+sys.exit(main())

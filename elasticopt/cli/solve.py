@@ -1,0 +1,148 @@
+"""``elasticopt solve FILE``: solve an instance file and show the allocation.
+
+Exit codes: 0 solved (OPTIMAL/FEASIBLE, or LIMIT with an allocation),
+1 infeasible or no solution, 2 bad input, 3 proven optima disagree
+(``--solver all``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from elasticopt._io import atomic_write_text
+from elasticopt.models import Problem, compile_problem, load_instance, reduce_table
+from elasticopt.models.table import job_values
+from elasticopt.solvers import Solution, Status, exact_solvers, get_backend, verify
+from elasticopt.solvers.api import solve
+
+__all__ = ["register", "run", "solve_all", "agreement"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``solve`` subcommand."""
+    p = sub.add_parser(
+        "solve",
+        help="solve an instance file",
+        description="Solve an elasticopt-instance/1 JSON file: pick (GPUs, batch) or idle for every job. "
+        "Exit codes: 0 solved, 1 infeasible / no solution, 2 bad input, 3 exact solvers disagree.",
+    )
+    p.add_argument("file", help="instance file (format elasticopt-instance/1, see DESIGN.md §7)")
+    p.add_argument(
+        "--solver",
+        default="dp",
+        help="backend name (default: dp), or 'all' to run every installed exact backend and compare",
+    )
+    p.add_argument("--time-limit-s", type=float, default=None, help="time limit per backend run, seconds")
+    p.add_argument("--no-reduce", action="store_true", help="skip the exact reductions (DESIGN §2)")
+    p.add_argument("--json", action="store_true", help="print the solution(s) as JSON instead of tables")
+    p.add_argument("-o", "--output", default=None, help="also write the solution(s) as JSON to this file")
+    p.set_defaults(func=run)
+
+
+def solve_all(problem: Problem, *, time_limit_s: float | None, reduce: bool) -> list[Solution]:
+    """Every installed exact backend on the same compiled table."""
+    table = compile_problem(problem)
+    if reduce:
+        table = reduce_table(table)
+    return [get_backend(name).solve(table, time_limit_s=time_limit_s) for name in exact_solvers()]
+
+
+def agreement(solutions: list[Solution]) -> tuple[bool, str]:
+    """Whether the proven optima agree (integer objectives / infeasibility)."""
+    proven = [s for s in solutions if s.status in (Status.OPTIMAL, Status.INFEASIBLE)]
+    if not proven:
+        return True, "no backend proved optimality"
+    keys = {(s.status, s.objective) for s in proven}
+    if len(keys) == 1:
+        s = proven[0]
+        what = "INFEASIBLE" if s.status is Status.INFEASIBLE else f"objective {s.objective}"
+        return True, f"all {len(proven)} proven results agree: {what}"
+    detail = ", ".join(f"{s.solver}={s.status.value}/{s.objective}" for s in proven)
+    return False, f"PROVEN OPTIMA DISAGREE: {detail}"
+
+
+def _allocation_table(problem: Problem, sol: Solution) -> Table:
+    t = Table(title=f"allocation ({sol.solver})", show_lines=False)
+    for col in ("job", "state", "current", "GPUs", "batch", "samples/s", "value"):
+        t.add_column(col, justify="right" if col not in ("job", "state") else "left")
+    G = problem.cluster.gpus
+    for job in problem.jobs:
+        a = sol.allocation.get(job.id)
+        cur = f"{job.running.gpus}x{job.running.batch}" if job.running else "-"
+        state = "running" if job.running else "queued"
+        if a is None:
+            t.add_row(job.id, state, cur, "0", "-", "-", "0")
+            continue
+        k, b = a
+        opts = job.options(gpus_cap=G)
+        vals = dict(((kk, bb), v) for (kk, bb, _), v in zip(opts, job_values(problem, job, opts)))
+        sps = job.throughput.samples_per_s(k, b) or 0.0
+        t.add_row(job.id, state, cur, str(k), str(b), f"{sps:,.1f}", f"{vals.get((k, b), float('nan')):.4f}")
+    return t
+
+
+def _fmt(x: Any, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def _summary_table(problem: Problem, sols: list[Solution]) -> Table:
+    t = Table(title=f"{len(problem.jobs)} jobs, {problem.cluster.gpus} GPUs, objective {problem.objective}")
+    for col in ("solver", "status", "objective", "value", "bound", "GPUs", "verified", "build s", "solve s"):
+        t.add_column(col, justify="left" if col in ("solver", "status") else "right")
+    for s in sols:
+        rep = verify(problem, s)
+        t.add_row(
+            s.solver,
+            s.status.name,
+            _fmt(s.objective),
+            _fmt(s.objective_value),
+            _fmt(s.bound),
+            f"{s.gpus_used}/{problem.cluster.gpus}" if s.status.has_allocation else "-",
+            "yes" if rep.ok else "NO: " + "; ".join(rep.errors),
+            f"{s.build_s:.4f}",
+            f"{s.solve_s:.4f}",
+        )
+    return t
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``elasticopt solve``; see the module docstring for exit codes."""
+    problem = load_instance(args.file)
+    reduce = not args.no_reduce
+    if args.solver == "all":
+        sols = solve_all(problem, time_limit_s=args.time_limit_s, reduce=reduce)
+    else:
+        sols = [solve(problem, args.solver, time_limit_s=args.time_limit_s, reduce=reduce)]
+    agree, agree_msg = agreement(sols)
+    doc: Any = [s.to_dict() for s in sols] if args.solver == "all" else sols[0].to_dict()
+    if args.solver == "all":
+        doc = {"solutions": doc, "agree": agree, "message": agree_msg}
+    if args.output:
+        atomic_write_text(args.output, json.dumps(doc, indent=2) + "\n")
+    console = Console(width=max(Console().width, 130))
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        best = next((s for s in sols if s.status.has_allocation and s.objective is not None), None)
+        if best is not None:
+            console.print(_allocation_table(problem, best))
+        console.print(_summary_table(problem, sols))
+        for s in sols:
+            if s.message:
+                console.print(f"[bold]{s.solver}[/]: {s.message}", highlight=False)
+        if args.solver == "all":
+            console.print(("[green]" if agree else "[bold red]") + agree_msg, highlight=False)
+    if not agree:
+        return 3
+    if any(s.status.has_allocation and s.objective is not None for s in sols):
+        return 0
+    return 1

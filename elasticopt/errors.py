@@ -1,0 +1,124 @@
+"""Every error elasticopt raises, under one base class.
+
+Each error says *what* was wrong, *where* (file, JSON path, field, job id),
+what was expected, what was found and, where it helps, how to fix it.  The CLI
+prints ``str(error)`` without a traceback and exits non-zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "ElasticoptError",
+    "ValidationError",
+    "InstanceError",
+    "SolverError",
+    "UnknownSolverError",
+    "SolverUnavailableError",
+    "format_path",
+]
+
+
+def format_path(parts: Sequence[str | int]) -> str:
+    """Render a JSON / field path as ``jobs[3].batch.max_local``.
+
+    Parameters
+    ----------
+    parts
+        Keys (str) and list indices (int), outermost first.
+    """
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(root)"
+
+
+class ElasticoptError(Exception):
+    """Base class of every error raised by elasticopt."""
+
+
+class ValidationError(ElasticoptError, ValueError):
+    """A model object was built with a value that breaks one of its rules.
+
+    Parameters
+    ----------
+    path
+        Field path, e.g. ``jobs[2].batch_min`` or ``job 'bert-b'.gpus_max``.
+    expected
+        The rule, in words ("an integer >= 1").
+    found
+        The value that broke it.
+    hint
+        Optional advice on how to fix it.
+    """
+
+    def __init__(self, path: str, expected: str, found: object, hint: str | None = None):
+        self.path = path
+        self.expected = expected
+        self.found = found
+        self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        msg = f"{self.path}: expected {self.expected}, found {self.found!r}"
+        if self.hint:
+            msg += f" ({self.hint})"
+        return msg
+
+
+class InstanceError(ValidationError):
+    """An instance file is not valid: names the file and the JSON path.
+
+    Parameters
+    ----------
+    file
+        The file the instance came from (or ``"<memory>"``).
+    path
+        JSON path inside the file, e.g. ``jobs[3].batch.max_local``.
+    expected, found, hint
+        As for :class:`ValidationError`.
+    """
+
+    def __init__(self, file: str, path: str, expected: str, found: object, hint: str | None = None):
+        self.file = file
+        super().__init__(path, expected, found, hint)
+
+    def _render(self) -> str:
+        return f"{self.file}: {super()._render()}"
+
+
+class SolverError(ElasticoptError):
+    """A solver backend failed or was asked for something it cannot do."""
+
+
+class UnknownSolverError(SolverError, KeyError):
+    """No backend is registered under the requested name."""
+
+    def __init__(self, name: str, registered: Sequence[str], installed: Sequence[str]):
+        self.name = name
+        self.registered = tuple(registered)
+        self.installed = tuple(installed)
+        super().__init__(
+            f"unknown solver {name!r}: registered solvers are {', '.join(self.registered)}; "
+            f"installed here: {', '.join(self.installed) or 'none'}"
+        )
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class SolverUnavailableError(SolverError):
+    """A registered backend whose library is not installed."""
+
+    def __init__(self, name: str, missing: Sequence[str], extra: str | None):
+        self.name = name
+        self.missing = tuple(missing)
+        self.extra = extra
+        fix = f"pip install 'elasticopt[{extra}]'" if extra else "install " + ", ".join(missing)
+        super().__init__(
+            f"solver {name!r} needs {', '.join(self.missing)}, which is not installed; fix: {fix}"
+        )

@@ -1,0 +1,150 @@
+"""The executor interface: what the autoscaler drives, simulated or real.
+
+The autoscaler (:mod:`elasticopt.scheduling.autoscaler`) never knows whether it
+talks to :class:`~elasticopt.scheduling.simulated.SimulatedExecutor` (a virtual
+clock advanced from throughput profiles) or to the launcher's executor (real
+``torchrun`` processes). Both implement :class:`Executor`.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from elasticopt.models.throughput import ThroughputModel
+
+__all__ = ["JobSpec", "Phase", "JobProgress", "ExecutorListener", "Executor"]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A training job as submitted to the cluster.
+
+    Parameters
+    ----------
+    id
+        Unique job id.
+    throughput
+        What the scheduler believes of the job's samples/s at (k, b).
+    batch_min, batch_max
+        Accuracy-neutral global batch range.
+    max_local
+        Largest per-GPU batch that fits in GPU memory.
+    gpus_min, gpus_max
+        GPU range; ``gpus_max=None`` means no limit besides the cluster.
+    submitted_gpus, submitted_batch
+        What the user asked for: the ``static`` policy runs exactly this and
+        the ``fixed-batch`` baseline keeps ``submitted_batch``.
+    total_samples
+        Samples to process until the job is done.
+    arrival_s
+        Submission time (seconds from the start of the run).
+    weight
+        Objective weight w_j.
+    restart_cost_s
+        Seconds without progress at every start and rescale; None = the
+        autoscaler's default.
+    payload
+        Executor-specific data (the launcher's script path and arguments).
+    """
+
+    id: str
+    throughput: ThroughputModel
+    batch_min: int
+    batch_max: int
+    max_local: int
+    total_samples: float
+    submitted_gpus: int = 1
+    submitted_batch: int | None = None
+    gpus_min: int = 1
+    gpus_max: int | None = None
+    arrival_s: float = 0.0
+    weight: float = 1.0
+    restart_cost_s: float | None = None
+    payload: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def batch_submitted(self) -> int:
+        """The submitted global batch (``batch_min`` where none was given)."""
+        return self.submitted_batch if self.submitted_batch is not None else self.batch_min
+
+
+class Phase(enum.Enum):
+    """Where a job is in its life."""
+
+    QUEUED = "queued"
+    RESTARTING = "restarting"  # started or rescaled, paying its restart cost
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """An executor's account of one job.
+
+    ``gpus``/``batch`` are 0 for a job holding no GPUs.  ``samples_per_s`` is
+    the measured (launcher) or modelled (simulator) current rate, None if not
+    yet known.
+    """
+
+    job_id: str
+    phase: Phase
+    gpus: int
+    batch: int
+    samples_done: float
+    samples_per_s: float | None
+    generation: int = 0
+    message: str = ""
+
+
+class ExecutorListener(Protocol):
+    """Callbacks an executor makes to whoever drives it (the autoscaler)."""
+
+    def on_completed(self, job_id: str, time_s: float) -> None:
+        """The job processed all its samples."""
+
+    def on_failed(self, job_id: str, time_s: float, reason: str) -> None:
+        """The job failed for good (reason names a log file where there is one)."""
+
+    def on_throughput(self, job_id: str, gpus: int, batch: int, samples_per_s: float) -> None:
+        """A measured rate for (gpus, batch): lets profiles be learned online."""
+
+
+class Executor(ABC):
+    """Runs jobs on GPUs: the one interface the autoscaler drives.
+
+    ``start``/``rescale`` put the job in :attr:`Phase.RESTARTING` for its
+    restart cost, then :attr:`Phase.RUNNING`; ``stop`` returns it to the queue
+    keeping its progress (a checkpoint).  Calls for a job that has completed or
+    failed are ignored and return False with the reason logged; otherwise True.
+    """
+
+    listener: ExecutorListener | None = None
+
+    def set_listener(self, listener: ExecutorListener) -> None:
+        """Register the object that receives completion/failure/throughput callbacks."""
+        self.listener = listener
+
+    @abstractmethod
+    def now_s(self) -> float:
+        """Current time in seconds (virtual for the simulator, wall for the launcher)."""
+
+    @abstractmethod
+    def start(self, job: JobSpec, gpus: int, batch: int) -> bool:
+        """Start a queued job on ``gpus`` GPUs at global batch ``batch``."""
+
+    @abstractmethod
+    def rescale(self, job_id: str, gpus: int, batch: int) -> bool:
+        """Change a running job's GPUs and/or global batch (stop, checkpoint, restart)."""
+
+    @abstractmethod
+    def stop(self, job_id: str) -> bool:
+        """Preempt a running job back to the queue, keeping its progress."""
+
+    @abstractmethod
+    def progress(self, job_id: str) -> JobProgress:
+        """The job's current phase, allocation and samples processed."""

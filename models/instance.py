@@ -1,0 +1,270 @@
+"""Instance files, format ``elasticopt-instance/1`` (DESIGN §7).
+
+:func:`load_instance` validates a file against the shipped JSON Schema, then
+checks what a schema cannot (unique ids, ranges, a feasible option per job);
+every error is an :class:`~elasticopt.errors.InstanceError` naming the file,
+the JSON path, what was expected and what was found.
+
+Defaults for omitted fields: ``cluster.gpus_per_node`` 8, ``objective``
+"speedup", ``allow_preemption`` false, ``rescale_penalty`` 0, per job
+``gpus.min`` 1, ``gpus.max`` none (the cluster), ``weight`` 1, no
+``remaining_samples``; ``batch.min``/``batch.max``/``batch.max_local`` default
+to the profile's own range (named profiles) or to the smallest and largest
+measured global batch and the largest measured local batch (measured points).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from elasticopt._io import atomic_write_text
+from elasticopt.errors import InstanceError, ValidationError, format_path
+from elasticopt.models.problem import Cluster, Job, Problem, Running
+from elasticopt.models.throughput import MeasuredThroughput, ThroughputModel
+
+__all__ = ["FORMAT", "load_instance", "save_instance", "problem_from_dict", "problem_to_dict", "dumps_instance", "instance_schema"]
+
+FORMAT = "elasticopt-instance/1"
+
+
+@lru_cache(maxsize=1)
+def instance_schema() -> dict[str, Any]:
+    """The JSON Schema of format 1 (shipped as package data)."""
+    text = resources.files("elasticopt.models").joinpath("schema/instance-1.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def _describe_schema_error(err: Any) -> tuple[str, str, object]:
+    """(path, expected, found) for a jsonschema ValidationError."""
+    path = list(err.absolute_path)
+    v, arg, found = err.validator, err.validator_value, err.instance
+    if v == "type":
+        expected = f"a value of type {arg}"
+    elif v == "minimum":
+        expected = f"a number >= {arg}"
+    elif v == "exclusiveMinimum":
+        expected = f"a number > {arg}"
+    elif v == "enum":
+        expected = "one of " + ", ".join(repr(a) for a in arg)
+    elif v == "const":
+        expected = repr(arg)
+    elif v == "required":
+        missing = [r for r in arg if isinstance(found, dict) and r not in found]
+        path = path + [missing[0]] if missing else path
+        expected, found = "this field to be present", "nothing"
+    elif v == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(found) - set(allowed)) if isinstance(found, dict) else []
+        path = path + [extra[0]] if extra else path
+        expected = "no such field (allowed: " + ", ".join(allowed) + ")"
+        found = extra[0] if extra else found
+    elif v in ("minItems", "maxItems"):
+        expected = f"a list with {'at least' if v == 'minItems' else 'at most'} {arg} items"
+        found = f"{len(found)} items" if isinstance(found, list) else found
+    elif v == "minLength":
+        expected = f"a string of at least {arg} character(s)"
+    elif v == "oneOf":
+        expected = "exactly one of 'throughput' (measured points) or 'profile' (a named profile)"
+        found = "both" if isinstance(found, dict) and "throughput" in found and "profile" in found else "neither"
+    else:
+        expected = f"{v} {arg!r}"
+    return format_path(path), expected, found
+
+
+def _resolve_profile(name: str, file: str, path: str) -> ThroughputModel:
+    try:
+        from elasticopt import profiles
+    except ImportError as exc:  # pragma: no cover - profiles ship with the package
+        raise InstanceError(file, path, "a known profile name", name, f"profiles unavailable: {exc}") from None
+    get = getattr(profiles, "get_profile", None)
+    known = list(getattr(profiles, "profile_names", lambda: [])())
+    if get is None or name not in known:
+        raise InstanceError(file, path, "a known profile: " + (", ".join(known) or "(none installed)"), name)
+    return get(name)
+
+
+def _job_from_dict(d: dict[str, Any], i: int, file: str, gpus_total: int) -> Job:
+    where = f"jobs[{i}]"
+    if "throughput" in d:
+        tp: ThroughputModel = MeasuredThroughput.from_rows(d["throughput"])
+        ks = [r[0] for r in d["throughput"]]
+        bs = [r[1] for r in d["throughput"]]
+        defaults = (min(bs), max(bs), max(max(b // k, 1) for k, b in zip(ks, bs)))
+    else:
+        tp = _resolve_profile(d["profile"], file, f"{where}.profile")
+        defaults = (getattr(tp, "batch_min", 1), getattr(tp, "batch_max", None), getattr(tp, "max_local", None))
+    batch = d.get("batch", {})
+    bmin = batch.get("min", defaults[0])
+    bmax = batch.get("max", defaults[1])
+    mloc = batch.get("max_local", defaults[2] if defaults[2] is not None else bmax)
+    for key, val in (("max", bmax), ("max_local", mloc)):
+        if val is None:
+            raise InstanceError(file, f"{where}.batch.{key}", "an integer (the profile has no default)", None)
+    if bmax < bmin:
+        raise InstanceError(file, f"{where}.batch.max", f"an integer >= batch.min ({bmin})", bmax)
+    gpus = d.get("gpus", {})
+    gmin, gmax = gpus.get("min", 1), gpus.get("max")
+    if gmax is not None and gmax < gmin:
+        raise InstanceError(file, f"{where}.gpus.max", f"an integer >= gpus.min ({gmin})", gmax)
+    run = d.get("running")
+    try:
+        job = Job(
+            id=d["id"],
+            throughput=tp,
+            batch_min=bmin,
+            batch_max=bmax,
+            max_local=mloc,
+            gpus_min=gmin,
+            gpus_max=gmax,
+            running=Running(run["gpus"], run["batch"]) if run else None,
+            remaining_samples=d.get("remaining_samples"),
+            weight=d.get("weight", 1.0),
+        )
+    except ValidationError as exc:
+        raise InstanceError(file, f"{where} ({exc.path})", exc.expected, exc.found, exc.hint) from None
+    cap = gmax if gmax is not None else max(gmin, gpus_total, 1)
+    if not job.options(gpus_cap=cap):
+        raise InstanceError(
+            file,
+            where,
+            "at least one feasible option (k, b): gpus.min <= k <= gpus.max, batch.min <= b <= batch.max, "
+            "k divides b, b/k <= batch.max_local, and a known throughput",
+            f"none for job {job.id!r}",
+            "widen the batch or GPU range, raise batch.max_local, or add throughput points",
+        )
+    return job
+
+
+def problem_from_dict(data: Any, file: str = "<memory>") -> Problem:
+    """Build a :class:`Problem` from parsed instance JSON, validating everything.
+
+    Parameters
+    ----------
+    data
+        The parsed JSON document.
+    file
+        Name used in error messages.
+
+    Raises
+    ------
+    InstanceError
+        Naming the file, the JSON path, what was expected and what was found.
+    """
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(instance_schema())
+    err = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if err is not None:
+        path, expected, found = _describe_schema_error(err)
+        raise InstanceError(file, path, expected, found)
+    cl = data["cluster"]
+    cluster = Cluster(cl["gpus"], cl.get("gpus_per_node", 8))
+    jobs = []
+    seen: dict[str, int] = {}
+    for i, jd in enumerate(data["jobs"]):
+        if jd["id"] in seen:
+            raise InstanceError(file, f"jobs[{i}].id", f"a unique id (jobs[{seen[jd['id']]}] has it too)", jd["id"])
+        seen[jd["id"]] = i
+        jobs.append(_job_from_dict(jd, i, file, cluster.gpus))
+    try:
+        return Problem(
+            cluster=cluster,
+            jobs=tuple(jobs),
+            objective=data.get("objective", "speedup"),
+            allow_preemption=data.get("allow_preemption", False),
+            rescale_penalty=data.get("rescale_penalty", 0.0),
+            priority=tuple(data["priority"]) if "priority" in data else None,
+        )
+    except ValidationError as exc:
+        raise InstanceError(file, exc.path, exc.expected, exc.found, exc.hint) from None
+
+
+def load_instance(path: str | os.PathLike[str]) -> Problem:
+    """Read and validate an instance file.
+
+    Parameters
+    ----------
+    path
+        A JSON file in format ``elasticopt-instance/1``.
+
+    Returns
+    -------
+    Problem
+
+    Raises
+    ------
+    InstanceError
+        If the file is missing, not JSON, or breaks the format.
+    """
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InstanceError(name, "(root)", "a readable UTF-8 JSON file", type(exc).__name__ + ": " + str(exc)) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InstanceError(
+            name, "(root)", "valid JSON", f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    return problem_from_dict(data, file=name)
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)
+
+
+def problem_to_dict(problem: Problem) -> dict[str, Any]:
+    """The instance JSON document of ``problem`` (inverse of :func:`problem_from_dict`)."""
+    jobs = []
+    for job in problem.jobs:
+        d: dict[str, Any] = {"id": job.id}
+        if isinstance(job.throughput, MeasuredThroughput):
+            d["throughput"] = [[k, b, t] for (k, b), t in job.throughput.points.items()]
+        else:
+            d["profile"] = job.throughput.name
+        d["batch"] = {"min": job.batch_min, "max": job.batch_max, "max_local": job.max_local}
+        g: dict[str, int] = {"min": job.gpus_min}
+        if job.gpus_max is not None:
+            g["max"] = job.gpus_max
+        d["gpus"] = g
+        if job.running is not None:
+            d["running"] = {"gpus": job.running.gpus, "batch": job.running.batch}
+        if job.remaining_samples is not None:
+            d["remaining_samples"] = _num(job.remaining_samples)
+        if job.weight != 1.0:
+            d["weight"] = _num(job.weight)
+        jobs.append(d)
+    out: dict[str, Any] = {
+        "format": FORMAT,
+        "cluster": {"gpus": problem.cluster.gpus, "gpus_per_node": problem.cluster.gpus_per_node},
+        "objective": problem.objective,
+        "allow_preemption": problem.allow_preemption,
+    }
+    if problem.rescale_penalty:
+        out["rescale_penalty"] = _num(problem.rescale_penalty)
+    if problem.priority is not None:
+        out["priority"] = list(problem.priority)
+    out["jobs"] = jobs
+    return out
+
+
+def dumps_instance(problem: Problem) -> str:
+    """Deterministic JSON text of ``problem``: one job per line."""
+    d = problem_to_dict(problem)
+    jobs = d.pop("jobs")
+    head = json.dumps(d, indent=2)[:-2]  # drop the closing "\n}"
+    lines = [json.dumps(j, separators=(", ", ": "), allow_nan=False) for j in jobs]
+    body = ",\n    ".join(lines)
+    jobs_text = "[\n    " + body + "\n  ]" if lines else "[]"
+    return head + ',\n  "jobs": ' + jobs_text + "\n}\n"
+
+
+def save_instance(problem: Problem, path: str | os.PathLike[str]) -> Path:
+    """Write ``problem`` as an instance file, atomically (temp file, then rename)."""
+    return atomic_write_text(path, dumps_instance(problem))

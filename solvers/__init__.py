@@ -1,0 +1,36 @@
+"""Solver backends for the option table (DESIGN §3). Installed as ``elasticopt.solvers``.
+
+Every backend is registered by name (:func:`get_backend`); libraries are
+imported inside the solve call, so this package imports without them.
+"""
+
+from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.registry import (
+    available_solvers,
+    exact_solvers,
+    get_backend,
+    register,
+    registered_solvers,
+)
+from elasticopt.solvers.solution import Solution, Status
+from elasticopt.solvers.verify import VerifyReport, verify
+
+# built-in backends register themselves on import (no solver library is imported here)
+from elasticopt.solvers import numpy_dp as _numpy_dp  # noqa: E402,F401
+from elasticopt.solvers import jax_dp as _jax_dp  # noqa: E402,F401
+from elasticopt.solvers.api import solve  # noqa: E402
+
+__all__ = [
+    "Backend",
+    "Outcome",
+    "Solution",
+    "Status",
+    "VerifyReport",
+    "available_solvers",
+    "exact_solvers",
+    "get_backend",
+    "register",
+    "registered_solvers",
+    "solve",
+    "verify",
+]

@@ -1,0 +1,57 @@
+"""``solve``: problem -> compile -> (reduce) -> backend -> Solution."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from elasticopt.models.problem import Problem
+from elasticopt.models.reductions import reduce_table
+from elasticopt.models.table import OptionTable, compile_problem
+from elasticopt.solvers.registry import get_backend
+from elasticopt.solvers.solution import Solution
+
+__all__ = ["solve"]
+
+
+def solve(
+    problem: Problem | OptionTable,
+    solver: str = "dp",
+    *,
+    time_limit_s: float | None = None,
+    reduce: bool = True,
+    **options: Any,
+) -> Solution:
+    """Solve an allocation problem with a registered backend.
+
+    Parameters
+    ----------
+    problem
+        A :class:`~elasticopt.models.Problem`, or an already compiled
+        :class:`~elasticopt.models.OptionTable`.
+    solver
+        Backend name (see :func:`elasticopt.available_solvers`).
+    time_limit_s
+        Wall-clock limit for the backend run; on hitting it the result is
+        ``Status.LIMIT`` with the best allocation found and the bound.
+    reduce
+        Apply the exact reductions of DESIGN §2 first.
+    **options
+        Backend options (e.g. ``num_workers`` for ``cpsat``); unknown ones raise.
+
+    Returns
+    -------
+    Solution
+        ``stats["compile_s"]`` holds the compile + reduction seconds.
+    """
+    backend = get_backend(solver)
+    t0 = time.perf_counter()
+    table = problem if isinstance(problem, OptionTable) else compile_problem(problem)
+    if reduce:
+        table = reduce_table(table)
+    compile_s = time.perf_counter() - t0
+    sol = backend.solve(table, time_limit_s=time_limit_s, **options)
+    stats = dict(sol.stats)
+    stats["compile_s"] = compile_s
+    return replace(sol, stats=stats)

@@ -1,0 +1,206 @@
+"""The shape every backend shares: build, run, extract (Pyomo contrib.solver style).
+
+A backend subclasses :class:`Backend`, declares its name, whether it is exact,
+the modules it needs (checked without importing them) and the pip extra that
+installs them, and implements three steps:
+
+- ``build(table, options)``: the backend's model of the option table;
+- ``run(model, time_limit_s, options)``: solve it, returning raw results;
+- ``extract(table, model, raw)``: an :class:`Outcome` (status, option index
+  per job, bound).
+
+:meth:`Backend.solve` times the steps, turns the outcome into a
+:class:`Solution` and never lets a backend exception escape as anything but
+``Status.ERROR`` with the message.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from elasticopt.errors import SolverError, SolverUnavailableError
+from elasticopt.models.table import OptionTable
+from elasticopt.solvers.solution import Solution, Status
+
+__all__ = ["Backend", "Outcome", "choice_to_allocation"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a backend extracted from its run.
+
+    ``choice[j]`` is the option index of job row j (-1 = idle); None when the
+    backend found no allocation.  ``bound`` is a proven upper bound on the
+    integer objective, if the backend has one.
+    """
+
+    status: Status
+    choice: np.ndarray | None = None
+    bound: int | None = None
+    message: str = ""
+    stats: Mapping[str, Any] = field(default_factory=dict)
+
+
+def choice_to_allocation(table: OptionTable, choice: np.ndarray) -> dict[str, tuple[int, int] | None]:
+    """Map option indices (-1 = idle) to ``job id -> (gpus, batch) | None``."""
+    out: dict[str, tuple[int, int] | None] = {}
+    for j, jid in enumerate(table.job_ids):
+        o = int(choice[j])
+        out[jid] = None if o < 0 else (int(table.gpus[j, o]), int(table.batch[j, o]))
+    return out
+
+
+def _check_choice(table: OptionTable, choice: np.ndarray) -> str:
+    """Why ``choice`` is not a feasible allocation of ``table``; "" if it is."""
+    if choice.shape != (table.n_jobs,):
+        return f"expected {table.n_jobs} choices, got shape {choice.shape}"
+    for j, o in enumerate(choice):
+        if o < 0:
+            if not table.idle_allowed[j]:
+                return f"job {table.job_ids[j]!r} left idle but it may not be"
+        elif o >= table.width or not table.valid[j, o]:
+            return f"job {table.job_ids[j]!r} given option {int(o)}, which does not exist"
+    used = sum(int(table.gpus[j, o]) for j, o in enumerate(choice) if o >= 0)
+    if used > table.capacity:
+        return f"uses {used} GPUs, capacity is {table.capacity}"
+    return ""
+
+
+class Backend(ABC):
+    """Base class of solver backends; see the module docstring."""
+
+    #: Registry name, e.g. ``"dp"``.
+    name: ClassVar[str]
+    #: Whether the backend proves optima (takes part in cross-checks).
+    exact: ClassVar[bool] = True
+    #: Modules the backend imports inside its solve call.
+    requires: ClassVar[tuple[str, ...]] = ()
+    #: The pip extra that installs ``requires``.
+    extra: ClassVar[str | None] = None
+    #: Options the backend accepts, with their defaults.
+    default_options: ClassVar[Mapping[str, Any]] = {}
+    #: One line for ``--help`` and listings.
+    description: ClassVar[str] = ""
+
+    @classmethod
+    def missing_modules(cls) -> list[str]:
+        """Required modules that are not installed (checked without importing)."""
+        return [m for m in cls.requires if importlib.util.find_spec(m) is None]
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether every required module is installed."""
+        return not cls.missing_modules()
+
+    @abstractmethod
+    def build(self, table: OptionTable, options: Mapping[str, Any]) -> Any:
+        """Build the backend's model of ``table``."""
+
+    @abstractmethod
+    def run(self, model: Any, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
+        """Solve the model; return the backend's raw results."""
+
+    @abstractmethod
+    def extract(self, table: OptionTable, model: Any, raw: Any) -> Outcome:
+        """Turn raw results into an :class:`Outcome`."""
+
+    def _options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(options) - set(self.default_options))
+        if unknown:
+            known = ", ".join(sorted(self.default_options)) or "none"
+            raise SolverError(f"solver {self.name!r} got unknown option(s) {', '.join(unknown)}; it accepts: {known}")
+        merged = dict(self.default_options)
+        merged.update(options)
+        return merged
+
+    def solve(self, table: OptionTable, *, time_limit_s: float | None = None, **options: Any) -> Solution:
+        """Solve ``table``; see :func:`elasticopt.solve` for the public entry point.
+
+        Raises
+        ------
+        SolverUnavailableError
+            If the backend's library is not installed.
+        SolverError
+            For unknown options or a bad time limit.
+        """
+        missing = self.missing_modules()
+        if missing:
+            raise SolverUnavailableError(self.name, missing, self.extra)
+        if time_limit_s is not None and not (time_limit_s > 0):
+            raise SolverError(f"time_limit_s must be > 0 seconds, got {time_limit_s!r}")
+        opts = self._options(options)
+        common = {"scale": table.scale, "tie_scale": table.tie_scale, "solver": self.name}
+        t0 = time.perf_counter()
+        try:
+            model = self.build(table, opts)
+            t1 = time.perf_counter()
+            raw = self.run(model, time_limit_s, opts)
+            t2 = time.perf_counter()
+            out = self.extract(table, model, raw)
+        except Exception as exc:  # a backend failure is a result, not a crash
+            t = time.perf_counter() - t0
+            return Solution(Status.ERROR, message=f"{type(exc).__name__}: {exc}", solve_s=t, **common)
+        build_s, solve_s = t1 - t0, t2 - t1
+        stats = dict(table.stats)
+        stats.update(out.stats)
+        if out.status is Status.INFEASIBLE:
+            culprits = table.infeasible_jobs()
+            if not culprits:
+                return Solution(
+                    Status.ERROR,
+                    message="backend reported INFEASIBLE but the minimum GPU needs fit the capacity",
+                    build_s=build_s,
+                    solve_s=solve_s,
+                    stats=stats,
+                    **common,
+                )
+            need = int(table.min_gpus()[~table.idle_allowed].sum())
+            msg = (
+                f"infeasible: jobs that must run need at least {need} GPUs together, "
+                f"capacity is {table.capacity}: {', '.join(culprits)}"
+            )
+            return Solution(
+                Status.INFEASIBLE,
+                bound=None,
+                message=msg,
+                infeasible_jobs=culprits,
+                build_s=build_s,
+                solve_s=solve_s,
+                stats=stats,
+                **common,
+            )
+        if out.choice is None:
+            return Solution(
+                out.status, bound=out.bound, message=out.message, build_s=build_s, solve_s=solve_s, stats=stats, **common
+            )
+        choice = np.asarray(out.choice, dtype=np.int64)
+        problem = _check_choice(table, choice)
+        if problem:
+            return Solution(
+                Status.ERROR,
+                message=f"backend returned an invalid allocation: {problem}",
+                build_s=build_s,
+                solve_s=solve_s,
+                stats=stats,
+                **common,
+            )
+        obj, val = table.objective_of(choice)
+        return Solution(
+            out.status,
+            objective=obj,
+            objective_value=val,
+            bound=out.bound,
+            allocation=choice_to_allocation(table, choice),
+            build_s=build_s,
+            solve_s=solve_s,
+            message=out.message,
+            stats=stats,
+            **common,
+        )

@@ -1,0 +1,118 @@
+"""``dp``: the paper's dynamic program, jax-vectorised (DESIGN §3).
+
+The recurrence is the one of :mod:`elasticopt.solvers.numpy_dp`.  One
+``lax.scan`` runs over the jobs; each step takes, for each of the K options, a
+shifted copy of F with ``lax.dynamic_slice`` (not a gather: 10-30x faster on
+CPU), keeps the running max and an int8 argmax row.  A reverse ``lax.scan``
+walks the argmax table back from p = G.
+
+Everything is int64 inside a ``jax.enable_x64`` context (int32 would overflow
+silently past 2**31).  Shapes are padded to buckets (jobs, options, GPUs) and G
+is a traced argument, so one compiled function serves every problem of a
+bucket: repeated solves do not recompile.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from elasticopt.models.table import OptionTable
+from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.numpy_dp import NEG, dp_outcome
+from elasticopt.solvers.registry import register
+
+__all__ = ["JaxDP", "bucket"]
+
+
+def bucket(x: int, minimum: int = 8, steps: int = 16) -> int:
+    """Round ``x`` up to the next bucket: 1/steps of the power of two below it.
+
+    Keeps padding waste under ~1/steps while limiting the number of distinct
+    compiled shapes to ``steps`` per octave.
+    """
+    x = max(int(x), minimum)
+    top = 1 << (x - 1).bit_length()
+    if top <= minimum * 2:
+        return top
+    grain = max(1, (top // 2) // steps)
+    return -(-x // grain) * grain
+
+
+@functools.lru_cache(maxsize=64)
+def _kernel(n_pad: int, width: int, length: int, arg_dtype: str):
+    """The jitted DP for one bucket shape (cached; jax caches the compile too)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    adt = jnp.dtype(arg_dtype)
+
+    def forward(F, x):
+        g, u, idle = x  # g[o], u[o]: GPUs and utility of option o; idle: may this job get 0 GPUs
+        Fpad = jnp.concatenate([jnp.full(length, NEG, dtype=jnp.int64), F])  # Fpad[length + p] = F[p]
+        best = jnp.where(idle, F, jnp.int64(NEG))
+        arg = jnp.full(length, -1, dtype=adt)  # arg[p]: chosen option at state p (-1 = idle)
+        for o in range(width):  # unrolled: K shifted slices
+            cand = lax.dynamic_slice(Fpad, (length - g[o],), (length,)) + u[o]
+            better = cand > best
+            best = jnp.where(better, cand, best)
+            arg = jnp.where(better, jnp.asarray(o, dtype=adt), arg)
+        return best, arg
+
+    def backward(p, x):
+        a_row, g_row = x
+        o = a_row[p].astype(jnp.int32)
+        k = jnp.where(o >= 0, g_row[jnp.maximum(o, 0)], 0)
+        return p - k, o
+
+    def solve(gpus, util, idle, G):
+        F0 = jnp.zeros(length, dtype=jnp.int64)
+        F, args = lax.scan(forward, F0, (gpus, util, idle))
+        _, choice = lax.scan(backward, G, (args, gpus), reverse=True)
+        return F[G], choice
+
+    return jax.jit(solve)
+
+
+@register
+class JaxDP(Backend):
+    """The DP as one compiled jax kernel per shape bucket."""
+
+    name = "dp"
+    exact = True
+    requires = ("jax",)
+    description = "dynamic program, jax-compiled (the paper's algorithm)"
+
+    def build(self, table: OptionTable, options: Mapping[str, Any]) -> dict[str, Any]:
+        n, K = table.gpus.shape
+        G = table.capacity
+        n_pad, width, length = bucket(n), bucket(max(K, 1), 1, 4), bucket(G + 1)
+        gpus = np.full((n_pad, width), length, dtype=np.int64)  # invalid options shift past the pad: unreachable
+        util = np.full((n_pad, width), NEG, dtype=np.int64)
+        idle = np.ones(n_pad, dtype=bool)  # padding jobs stay idle
+        valid = table.valid
+        gpus[:n, :K] = np.where(valid, table.gpus, length)
+        util[:n, :K] = np.where(valid, table.utility, NEG)
+        idle[:n] = table.idle_allowed
+        arg_dtype = "int8" if width <= 127 else "int16"
+        return {"gpus": gpus, "util": util, "idle": idle, "G": G, "shape": (n_pad, width, length), "dtype": arg_dtype}
+
+    def run(self, model: dict[str, Any], time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
+        import jax
+
+        with jax.enable_x64(True):
+            fn = _kernel(*model["shape"], model["dtype"])
+            best, choice = fn(model["gpus"], model["util"], model["idle"], np.int64(model["G"]))
+            best = int(best)
+            choice = np.asarray(choice)
+        return best, choice
+
+    def extract(self, table: OptionTable, model: dict[str, Any], raw: Any) -> Outcome:
+        best, choice = raw
+        n = table.n_jobs
+        ops = int(table.valid.sum()) * (table.capacity + 1)
+        return dp_outcome(table, best, choice[:n].astype(np.int64), ops)

@@ -1,0 +1,103 @@
+"""The one result type every backend returns."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Status", "Solution"]
+
+
+class Status(enum.Enum):
+    """Outcome of a solve."""
+
+    OPTIMAL = "optimal"  # proven optimum of the integer objective
+    FEASIBLE = "feasible"  # a feasible allocation, optimality not proven (heuristics)
+    INFEASIBLE = "infeasible"  # no allocation fits: infeasible_jobs names the culprits
+    LIMIT = "limit"  # time limit hit: best allocation found (if any) and bound
+    ERROR = "error"  # the backend failed; message says why
+
+    @property
+    def has_allocation(self) -> bool:
+        """Whether a solution with this status may carry an allocation."""
+        return self in (Status.OPTIMAL, Status.FEASIBLE, Status.LIMIT)
+
+
+@dataclass(frozen=True)
+class Solution:
+    """Result of one solve, the same for every backend.
+
+    Attributes
+    ----------
+    status
+        See :class:`Status`.
+    solver
+        Backend name.
+    objective
+        Integer objective (sum of option utilities), None without allocation.
+    objective_value
+        Float objective (sum of option values v), None without allocation.
+    bound
+        Proven upper bound on the integer objective, None if the backend has none.
+    allocation
+        Job id -> (gpus, batch), or None for idle. Empty without allocation.
+    build_s, solve_s
+        Seconds to build the backend's model and to run it.
+    message
+        Human-readable detail (why ERROR/LIMIT, which jobs are infeasible).
+    infeasible_jobs
+        For INFEASIBLE: the jobs that must run and together cannot fit.
+    scale, tie_scale
+        S and B of the option table the objective is measured in.
+    stats
+        Backend-specific figures (nodes, operations, compile seconds...).
+    """
+
+    status: Status
+    solver: str
+    objective: int | None = None
+    objective_value: float | None = None
+    bound: int | None = None
+    allocation: Mapping[str, tuple[int, int] | None] = field(default_factory=dict)
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    message: str = ""
+    infeasible_jobs: tuple[str, ...] = ()
+    scale: int = 1
+    tie_scale: int = 1
+    stats: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float | None:
+        """Relative gap (bound - objective) / max(1, |bound|), None if unknown."""
+        if self.objective is None or self.bound is None:
+            return None
+        return (self.bound - self.objective) / max(1, abs(self.bound))
+
+    @property
+    def gpus_used(self) -> int:
+        """GPUs the allocation uses."""
+        return sum(a[0] for a in self.allocation.values() if a is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``status`` as its string value)."""
+        return {
+            "status": self.status.value,
+            "solver": self.solver,
+            "objective": self.objective,
+            "objective_value": self.objective_value,
+            "bound": self.bound,
+            "gap": self.gap,
+            "scale": self.scale,
+            "tie_scale": self.tie_scale,
+            "build_s": self.build_s,
+            "solve_s": self.solve_s,
+            "message": self.message,
+            "infeasible_jobs": list(self.infeasible_jobs),
+            "allocation": {
+                jid: (None if a is None else {"gpus": a[0], "batch": a[1]}) for jid, a in self.allocation.items()
+            },
+            "stats": {k: v for k, v in self.stats.items() if isinstance(v, (int, float, str, bool, type(None)))},
+        }
