@@ -74,7 +74,9 @@ def _compact(table: OptionTable, keep: np.ndarray, capacity: int) -> OptionTable
 
     current = np.full(n, -1, dtype=np.int64)
     cur = table.current_option
-    has = (cur >= 0) & keep[np.arange(n), np.maximum(cur, 0)]
+    has = cur >= 0
+    if keep.shape[1]:
+        has &= keep[np.arange(n), np.maximum(cur, 0)]
     current[has] = pos[np.arange(n)[has], cur[has]]
     stats = dict(table.stats)
     return replace(

@@ -90,7 +90,7 @@ class JaxDP(Backend):
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> dict[str, Any]:
         n, K = table.gpus.shape
         G = table.capacity
-        n_pad, width, length = bucket(n), bucket(max(K, 1), 1, 4), bucket(G + 1)
+        n_pad, width, length = bucket(n, 8, 4), bucket(max(K, 1), 1, 4), bucket(G + 1, 8, 16)
         gpus = np.full((n_pad, width), length, dtype=np.int64)  # invalid options shift past the pad: unreachable
         util = np.full((n_pad, width), NEG, dtype=np.int64)
         idle = np.ones(n_pad, dtype=bool)  # padding jobs stay idle

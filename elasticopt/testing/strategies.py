@@ -1,0 +1,101 @@
+"""Hypothesis strategies that generate allocation problems (DESIGN §2).
+
+Importable by the project's tests and by users testing their own solvers::
+
+    from hypothesis import given
+    from elasticopt.testing.strategies import problems
+
+    @given(problems())
+    def test_my_solver(problem): ...
+
+The strategies cover random sizes, running and queued jobs, the idle option,
+preemption on and off, heavy ties (integer throughputs from a tiny set), jobs
+with a single option, G = 0, jobs that cannot fit (k_min > G) and infeasible
+problems (running jobs whose minimum GPUs exceed G).
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from elasticopt.models.problem import OBJECTIVES, Cluster, Job, Problem, Running
+from elasticopt.models.throughput import MeasuredThroughput
+
+__all__ = ["jobs", "problems", "tiny_problems", "feasible_problems"]
+
+
+@st.composite
+def jobs(draw, job_id: str, max_gpus: int = 8, max_options: int = 5, ties: bool | None = None) -> Job:
+    """One job with measured points; sometimes running, tied, single-option or unfit."""
+    ties = draw(st.booleans()) if ties is None else ties
+    n_opt = draw(st.integers(1, max_options))
+    points: dict[tuple[int, int], float] = {}
+    for _ in range(n_opt):
+        k = draw(st.integers(1, max(1, max_gpus)))
+        local = draw(st.sampled_from([1, 2, 4, 8, 16]))
+        if ties:
+            t = float(draw(st.sampled_from([1, 2, 3, 4])) * k)
+        else:
+            t = draw(st.floats(0.5, 1000.0, allow_nan=False, allow_infinity=False))
+        points[(k, k * local)] = t
+    bs = sorted(b for _, b in points)
+    ks = sorted(k for k, _ in points)
+    # constraints that usually keep every point, sometimes cut some off (never all)
+    keep = draw(st.sampled_from(sorted(points)))
+    bmin = draw(st.sampled_from([b for b in bs if b <= keep[1]]))
+    bmax = draw(st.sampled_from([b for b in bs if b >= keep[1]]))
+    gmin = draw(st.sampled_from([k for k in ks if k <= keep[0]]))
+    gmax = draw(st.one_of(st.none(), st.sampled_from([k for k in ks if k >= keep[0]])))
+    max_local = draw(st.sampled_from(sorted({b // k for k, b in points if b // k >= keep[1] // keep[0]})))
+    tp = MeasuredThroughput(points)
+    job = Job(job_id, tp, bmin, bmax, max_local, gpus_min=gmin, gpus_max=gmax)
+    feas = [(k, b) for k, b, _ in job.options()]
+    running = None
+    if draw(st.integers(0, 2)) == 0:
+        k, b = draw(st.sampled_from(feas))
+        running = Running(k, b)
+    remaining = draw(st.floats(1.0, 1e7, allow_nan=False))
+    weight = draw(st.sampled_from([1.0, 1.0, 2.0, 0.5]))
+    return Job(
+        job_id, tp, bmin, bmax, max_local, gpus_min=gmin, gpus_max=gmax,
+        running=running, remaining_samples=remaining, weight=weight,
+    )
+
+
+@st.composite
+def problems(
+    draw,
+    max_jobs: int = 8,
+    max_gpus: int = 16,
+    max_options: int = 5,
+    objectives: tuple[str, ...] = OBJECTIVES,
+) -> Problem:
+    """A random problem; may be infeasible (running jobs that cannot fit)."""
+    G = draw(st.one_of(st.just(0), st.integers(0, max_gpus)))
+    g = draw(st.sampled_from([1, 2, 4, 8]))
+    n = draw(st.integers(0, max_jobs))
+    ties = draw(st.booleans())
+    js = [draw(jobs(f"j{i}", max_gpus=max(1, max_gpus // 2), max_options=max_options, ties=ties)) for i in range(n)]
+    prio = None
+    if n and draw(st.booleans()):
+        prio = tuple(draw(st.permutations([j.id for j in js])))
+    return Problem(
+        cluster=Cluster(G, g),
+        jobs=tuple(js),
+        objective=draw(st.sampled_from(objectives)),
+        allow_preemption=draw(st.booleans()),
+        rescale_penalty=draw(st.sampled_from([0.0, 0.0, 0.05, 0.5, 2.0])),
+        priority=prio,
+    )
+
+
+def tiny_problems() -> st.SearchStrategy[Problem]:
+    """Problems small enough for :func:`elasticopt.testing.brute.brute_force`."""
+    return problems(max_jobs=5, max_gpus=8, max_options=4)
+
+
+def feasible_problems(**kw) -> st.SearchStrategy[Problem]:
+    """Problems whose jobs may all idle (preemption allowed), hence always feasible."""
+    from dataclasses import replace
+
+    return problems(**kw).map(lambda p: replace(p, allow_preemption=True))

@@ -1,0 +1,58 @@
+"""`elasticopt solve`: output, JSON, exit codes, errors without tracebacks."""
+
+import json
+import subprocess
+import sys
+
+from elasticopt.cli import main
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "elasticopt", *args], capture_output=True, text=True)
+
+
+def test_solve_table_and_exit_0(capsys):
+    assert main(["solve", "instances/tiny.json"]) == 0
+    out = capsys.readouterr().out
+    assert "OPTIMAL" in out and "275.0000" in out
+
+
+def test_solve_json_and_output_file(tmp_path, capsys):
+    out_file = tmp_path / "sol.json"
+    assert main(["solve", "instances/tiny.json", "--json", "--output", str(out_file)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "optimal" and doc["objective"] == 275 * 2**20
+    assert doc["allocation"] == {"a": {"gpus": 2, "batch": 64}, "b": {"gpus": 2, "batch": 64}}
+    assert json.loads(out_file.read_text()) == doc
+
+
+def test_infeasible_exit_1(capsys):
+    assert main(["solve", "instances/infeasible.json"]) == 1
+    assert "big-a" in capsys.readouterr().out
+
+
+def test_bad_input_exit_2_without_traceback(tmp_path):
+    f = tmp_path / "bad.json"
+    f.write_text('{"format": "elasticopt-instance/1", "cluster": {"gpus": -3}, "jobs": []}')
+    r = run_cli("solve", str(f))
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert "cluster.gpus" in r.stderr and ">= 0" in r.stderr and "-3" in r.stderr
+
+
+def test_unknown_solver_exit_2():
+    r = run_cli("solve", "instances/tiny.json", "--solver", "magic")
+    assert r.returncode == 2 and "magic" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_solver_all_agrees(capsys):
+    assert main(["solve", "instances/mixed.json", "--solver", "all"]) == 0
+    out = capsys.readouterr().out
+    assert "proven results agree" in out
+
+
+def test_help_is_useful():
+    r = run_cli("--help")
+    assert r.returncode == 0 and "solve" in r.stdout and "examples" in r.stdout
+    r = run_cli("solve", "--help")
+    assert r.returncode == 0 and "--solver" in r.stdout and "Exit codes" in r.stdout

@@ -1,0 +1,125 @@
+"""The two DP backends against brute force and each other; INFEASIBLE handling."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from elasticopt.models import Cluster, Job, MeasuredThroughput, Problem, Running, compile_problem, load_instance
+from elasticopt.solvers import Status, solve, verify
+from elasticopt.solvers.jax_dp import _kernel, bucket
+from elasticopt.testing.brute import brute_force
+from elasticopt.testing.strategies import problems, tiny_problems
+
+S = 1 << 20
+
+
+@given(tiny_problems())
+def test_dp_backends_equal_brute_force(problem):
+    best = brute_force(problem)
+    for name in ("numpy-dp", "dp"):
+        sol = solve(problem, name)
+        rep = verify(problem, sol)
+        assert rep.ok, rep.errors
+        if best is None:
+            assert sol.status is Status.INFEASIBLE
+            assert sol.infeasible_jobs
+        else:
+            assert sol.status is Status.OPTIMAL
+            assert sol.objective == best == sol.bound
+
+
+@given(problems(max_jobs=25, max_gpus=40, max_options=6))
+def test_jax_dp_equals_numpy_dp(problem):
+    a = solve(problem, "numpy-dp")
+    b = solve(problem, "dp")
+    assert a.status is b.status
+    assert a.objective == b.objective
+    assert verify(problem, a).ok and verify(problem, b).ok
+
+
+def test_tiny_instance_hand_checked():
+    # a: 1->100, 2->180, 4->260 ; b: 1->50, 2->95 ; 4 GPUs: a2+b2 = 275 beats a4 = 260
+    p = load_instance("instances/tiny.json")
+    for name in ("numpy-dp", "dp"):
+        sol = solve(p, name)
+        assert sol.status is Status.OPTIMAL
+        assert sol.objective == 275 * S
+        assert sol.objective_value == pytest.approx(275.0)
+        assert dict(sol.allocation) == {"a": (2, 64), "b": (2, 64)}
+
+
+def test_infeasible_instance_names_running_jobs():
+    p = load_instance("instances/infeasible.json")
+    for name in ("numpy-dp", "dp"):
+        sol = solve(p, name)
+        assert sol.status is Status.INFEASIBLE
+        assert set(sol.infeasible_jobs) == {"big-a", "big-b"}
+        assert "big-a" in sol.message and "capacity is 4" in sol.message
+        assert verify(p, sol).ok
+
+
+def test_running_job_that_cannot_fit_at_all_is_infeasible():
+    j = Job("r", MeasuredThroughput({(8, 64): 10.0}), 64, 64, 64, gpus_min=8, running=Running(8, 64))
+    sol = solve(Problem(Cluster(4), (j,)), "dp")
+    assert sol.status is Status.INFEASIBLE and sol.infeasible_jobs == ("r",)
+
+
+def test_zero_gpus_and_empty_problem():
+    j = Job("q", MeasuredThroughput({(1, 8): 10.0}), 8, 8, 8)
+    for name in ("numpy-dp", "dp"):
+        sol = solve(Problem(Cluster(0), (j,)), name)
+        assert sol.status is Status.OPTIMAL and sol.objective == 0 and sol.allocation == {"q": None}
+        sol = solve(Problem(Cluster(4), ()), name)
+        assert sol.status is Status.OPTIMAL and sol.objective == 0 and dict(sol.allocation) == {}
+
+
+def test_verify_catches_a_wrong_solution():
+    from dataclasses import replace
+
+    p = load_instance("instances/tiny.json")
+    sol = solve(p, "dp")
+    bad = replace(sol, allocation={"a": (4, 128), "b": (2, 64)})
+    rep = verify(p, bad)
+    assert not rep.ok and any("6 GPUs" in e for e in rep.errors)
+    rep = verify(p, replace(sol, objective=sol.objective + 1))
+    assert not rep.ok and any("objective" in e for e in rep.errors)
+    rep = verify(p, replace(sol, status=Status.INFEASIBLE))
+    assert not rep.ok
+
+
+def test_bucket_shapes():
+    assert bucket(1) == 8 and bucket(8) == 8 and bucket(9) == 16
+    for x in (100, 1000, 1025, 4097, 5000):
+        b = bucket(x)
+        assert b >= x and b <= x * 1.07 + 8
+        b4 = bucket(x, 8, 4)
+        assert b4 >= x and b4 <= x * 1.26 + 8
+    assert bucket(1000, 8, 4) == 1024 and bucket(4097) == 4352
+
+
+def test_jax_dp_does_not_recompile_within_a_bucket():
+    rng = np.random.default_rng(1)
+
+    def prob(n, G):
+        jobs = []
+        for i in range(n):
+            pts = {(k, 32 * k): float(rng.uniform(1, 10) * k**0.8) for k in (1, 2, 4)}
+            jobs.append(Job(f"j{i}", MeasuredThroughput(pts), 32, 128, 32))
+        return Problem(Cluster(G), tuple(jobs))
+
+    solve(prob(50, 60), "dp", reduce=False)
+    before = _kernel.cache_info()
+    compiled = _kernel(*_shape_of(prob(51, 61)))._cache_size()
+    for n, G in ((50, 61), (53, 60), (56, 61)):  # one bucket: 56 jobs x 62 GPU states x 3 options
+        sol = solve(prob(n, G), "dp", reduce=False)
+        assert sol.status is Status.OPTIMAL
+    after = _kernel.cache_info()
+    assert after.misses == before.misses  # same bucket -> same kernel
+    assert _kernel(*_shape_of(prob(51, 61)))._cache_size() == compiled  # and no new XLA compile
+
+
+def _shape_of(problem):
+    from elasticopt.solvers.jax_dp import JaxDP
+
+    m = JaxDP().build(compile_problem(problem), {})
+    return (*m["shape"], m["dtype"])
