@@ -15,15 +15,18 @@ bucket: repeated solves do not recompile.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from elasticopt.models.lagrangian import Fixing, reduced_cost_fixing
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
 from elasticopt.solvers.numpy_dp import NEG, dp_outcome
 from elasticopt.solvers.registry import register
+from elasticopt.solvers.solution import Status
 
 __all__ = ["JaxDP", "bucket"]
 
@@ -57,6 +60,7 @@ def _kernel(n_pad: int, width: int, length: int, arg_dtype: str):
         best = jnp.where(idle, F, jnp.int64(NEG))
         arg = jnp.full(length, -1, dtype=adt)  # arg[p]: chosen option at state p (-1 = idle)
         for o in range(width):  # unrolled: K shifted slices
+            # start length - k (k <= length by construction; jax would wrap a negative start)
             cand = lax.dynamic_slice(Fpad, (length - g[o],), (length,)) + u[o]
             better = cand > best
             best = jnp.where(better, cand, best)
@@ -87,14 +91,27 @@ class JaxDP(Backend):
     requires = ("jax",)
     description = "dynamic program, jax-compiled (the paper's algorithm)"
 
+    default_options = {"fixing": True}
+
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> dict[str, Any]:
+        fix = reduced_cost_fixing(table) if options["fixing"] and table.n_jobs else None
+        core = fix.core if fix is not None else table
+        model = self._arrays(core)
+        model["fix"] = fix
+        model["core"] = core
+        # the greedy incumbent already meets the Lagrangian bound: it is optimal, no DP needed
+        model["skip"] = fix is not None and fix.incumbent_value >= fix.bound
+        return model
+
+    @staticmethod
+    def _arrays(table: OptionTable) -> dict[str, Any]:
         n, K = table.gpus.shape
         G = table.capacity
         n_pad, width, length = bucket(n, 8, 4), bucket(max(K, 1), 1, 4), bucket(G + 1, 8, 16)
         gpus = np.full((n_pad, width), length, dtype=np.int64)  # invalid options shift past the pad: unreachable
         util = np.full((n_pad, width), NEG, dtype=np.int64)
         idle = np.ones(n_pad, dtype=bool)  # padding jobs stay idle
-        valid = table.valid
+        valid = table.valid & (table.gpus <= G)  # an option above the capacity can never be chosen
         gpus[:n, :K] = np.where(valid, table.gpus, length)
         util[:n, :K] = np.where(valid, table.utility, NEG)
         idle[:n] = table.idle_allowed
@@ -102,6 +119,8 @@ class JaxDP(Backend):
         return {"gpus": gpus, "util": util, "idle": idle, "G": G, "shape": (n_pad, width, length), "dtype": arg_dtype}
 
     def run(self, model: dict[str, Any], time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
+        if model["skip"]:
+            return None
         import jax
 
         with jax.enable_x64(True):
@@ -112,7 +131,25 @@ class JaxDP(Backend):
         return best, choice
 
     def extract(self, table: OptionTable, model: dict[str, Any], raw: Any) -> Outcome:
+        fix: Fixing | None = model["fix"]
+        core: OptionTable = model["core"]
+        ops = int(core.valid.sum()) * (core.capacity + 1)
+        stats: dict[str, Any] = {"operations": ops, "dp_jobs": core.n_jobs, "dp_capacity": core.capacity}
+        if fix is not None:
+            stats.update(
+                fixed_jobs=int(table.n_jobs - core.n_jobs),
+                options_removed=fix.options_removed,
+                lagrangian_bound=fix.bound,
+                incumbent=fix.incumbent_value,
+            )
+        if raw is None:  # incumbent proven optimal by the bound
+            stats["operations"] = 0
+            return Outcome(Status.OPTIMAL, choice=fix.incumbent, bound=fix.incumbent_value, stats=stats)
         best, choice = raw
-        n = table.n_jobs
-        ops = int(table.valid.sum()) * (table.capacity + 1)
-        return dp_outcome(table, best, choice[:n].astype(np.int64), ops)
+        out = dp_outcome(core, best, choice[: core.n_jobs].astype(np.int64), ops)
+        if fix is None or out.choice is None:
+            return replace(out, stats=stats)
+        full = fix.fixed_choice.copy()
+        cc = out.choice
+        full[fix.core_rows] = np.where(cc >= 0, fix.core_cols[np.arange(cc.size), np.maximum(cc, 0)], -1)
+        return Outcome(Status.OPTIMAL, choice=full, bound=int(best) + fix.fixed_utility, stats=stats)
