@@ -1,0 +1,22 @@
+"""Throughput profiles of real networks, fitted to public measurements (DESIGN §6).
+
+- :class:`TabularProfile`: measured points, interpolated, never extrapolated.
+- :class:`ParametricProfile`: compute linear in the per-GPU batch, overlapped
+  with gradient synchronisation that grows with k and steps across nodes.
+- :func:`get_profile` / :func:`profile_names`: the fitted named profiles
+  (``"a100/resnet50"``, ``"t4/imagenet"``, ...), shipped in ``data/*.json``.
+"""
+
+from elasticopt.profiles.parametric import IterationTimeParams, ParametricProfile, iteration_time_s
+from elasticopt.profiles.registry import get_profile, profile_names, profile_sets
+from elasticopt.profiles.tabular import TabularProfile
+
+__all__ = [
+    "IterationTimeParams",
+    "ParametricProfile",
+    "TabularProfile",
+    "get_profile",
+    "iteration_time_s",
+    "profile_names",
+    "profile_sets",
+]
