@@ -14,9 +14,12 @@ removed.  An incumbent's own options always survive, so the optimum of the
 reduced table equals the optimum of the original.  Jobs left with one choice
 are fixed and taken out: the DP runs on the remaining core only.
 
-Exactness: λ is searched in floating point, but the bound and every fixing
-test are then evaluated exactly, in Python integers, at that λ (a dyadic
-rational num/den): any λ >= 0 gives a valid bound, so no rounding margin is needed.
+Exactness: any λ >= 0 gives a valid bound, so λ may come from a float search.
+L(λ) and the reduced costs are float64 sums of n + K terms; every test keeps a
+margin of 32x the worst-case rounding error of such sums ((n + K + 4) * 2**-48
+times the sum of the magnitudes), which is a tiny fraction of one utility unit
+for realistic sizes, so a greedy incumbent that meets an integral LP bound is
+still recognised as optimal.
 """
 
 from __future__ import annotations
@@ -65,19 +68,29 @@ class Fixing:
     options_removed: int
 
 
-def _scores(table: OptionTable, lam: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per job the best u - λk (idle = 0 where allowed) and its option (-1 idle)."""
-    s = np.where(table.valid, table.utility.astype(np.float64) - lam * table.gpus, -np.inf)
-    if table.width:
-        best_o = np.argmax(s, axis=1)
-        best = s[np.arange(table.n_jobs), best_o]
-    else:
-        best_o = np.zeros(table.n_jobs, dtype=np.int64)
-        best = np.full(table.n_jobs, -np.inf)
-    idle_better = table.idle_allowed & (best <= 0)
-    best = np.where(idle_better, 0.0, best)
-    choice = np.where(idle_better, -1, best_o)
-    return best, choice
+class _Lag:
+    """Float arrays for fast evaluation of L(λ) (invalid options at -inf)."""
+
+    def __init__(self, table: OptionTable) -> None:
+        self.t = table
+        self.u = np.where(table.valid, table.utility.astype(np.float64), -np.inf)
+        self.k = table.gpus.astype(np.float64)
+        self.rows = np.arange(table.n_jobs)
+
+    def scores(self, lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per job: best u - λk (0 for idle where allowed and better), option (-1 idle), its GPUs."""
+        s = self.u - lam * self.k
+        o = np.argmax(s, axis=1)
+        best = s[self.rows, o]
+        idle = self.t.idle_allowed & (best <= 0)
+        best = np.where(idle, 0.0, best)
+        ch = np.where(idle, -1, o)
+        k = np.where(idle, 0.0, self.k[self.rows, o])
+        return best, ch, k
+
+    def value(self, lam: float) -> tuple[float, np.ndarray, float]:
+        best, ch, k = self.scores(lam)
+        return lam * self.t.capacity + float(best.sum()), ch, float(k.sum())
 
 
 def _gpus_of(table: OptionTable, choice: np.ndarray) -> int:
@@ -85,60 +98,81 @@ def _gpus_of(table: OptionTable, choice: np.ndarray) -> int:
     return int(table.gpus[rows, choice[rows]].sum())
 
 
-def lagrangian_bound(table: OptionTable, iterations: int = 80) -> tuple[float, float, np.ndarray]:
-    """Minimise L(λ) over λ >= 0.
+def lagrangian_bound(table: OptionTable, iterations: int = 60) -> tuple[float, float, np.ndarray]:
+    """Minimise L(λ) over λ >= 0 (float; see :func:`reduced_cost_fixing` for the exact use).
+
+    L is convex and piecewise linear, so a one-dimensional cutting-plane method
+    converges in a few steps: keep the linear piece at a λ whose choice
+    overfills the capacity (slope < 0) and one whose choice fits (slope >= 0),
+    and evaluate L where the two pieces cross; stop when L there equals the
+    pieces (the minimum) or the bracket stops shrinking.  Bisection steps
+    guarantee progress if the crossing lands on an end of the bracket.
 
     Returns
     -------
     (bound, λ, choice)
-        The best bound found (float), its multiplier, and the Lagrangian
-        choice at the smallest λ whose choice fits the capacity (feasible
-        unless the table is infeasible).
+        The smallest L found, its multiplier, and the Lagrangian choice at the
+        smallest λ tried whose choice fits the capacity (feasible unless the
+        table is infeasible).
     """
+    lag = _Lag(table)
     G = table.capacity
-
-    def L(lam: float) -> tuple[float, np.ndarray]:
-        best, ch = _scores(table, lam)
-        return lam * G + float(best.sum()), ch
-
-    val0, ch0 = L(0.0)
-    if _gpus_of(table, ch0) <= G:
-        return val0, 0.0, ch0
-    lo, hi = 0.0, float(np.abs(table.utility).max(initial=0)) + 1.0  # at hi every job prefers its smallest option
-    ch_hi = L(hi)[1]
+    v0, ch0, k0 = lag.value(0.0)
+    if k0 <= G:
+        return v0, 0.0, ch0
+    lo, v_lo, k_lo = 0.0, v0, k0
+    hi = float(np.abs(table.utility).max(initial=0)) + 1.0  # at hi every job takes its fewest GPUs
+    v_hi, ch_hi, k_hi = lag.value(hi)
+    best_v, best_lam = min((v_lo, lo), (v_hi, hi))
     for _ in range(iterations):
-        mid = 0.5 * (lo + hi)
-        _, ch = L(mid)
-        if _gpus_of(table, ch) <= G:
-            hi, ch_hi = mid, ch
+        slope_lo, slope_hi = G - k_lo, G - k_hi  # slope_lo < 0 <= slope_hi
+        x = (v_hi - v_lo + slope_lo * lo - slope_hi * hi) / (slope_lo - slope_hi)
+        if not lo < x < hi:
+            x = 0.5 * (lo + hi)
+            if not lo < x < hi:
+                break
+        v, ch, k = lag.value(x)
+        if v < best_v:
+            best_v, best_lam = v, x
+        cut = v_lo + slope_lo * (x - lo)  # value of both pieces at the crossing
+        if v <= cut + 1e-12 * max(1.0, abs(cut)):
+            break  # L touches its lower envelope: x minimises L
+        if k <= G:
+            hi, v_hi, ch_hi, k_hi = x, v, ch, k
         else:
-            lo = mid
-    v_lo, _ = L(lo)
-    v_hi, _ = L(hi)
-    return (v_lo, lo, ch_hi) if v_lo < v_hi else (v_hi, hi, ch_hi)
+            lo, v_lo, k_lo = x, v, k
+    if k_hi > G:  # pragma: no cover - hi always fits by construction
+        ch_hi = lag.value(hi)[1]
+    return best_v, best_lam, ch_hi
 
 
-def _improve(table: OptionTable, choice: np.ndarray) -> np.ndarray:
-    """Greedy fill of leftover capacity: per job its best upgrade, by gain per extra GPU."""
+def _improve(table: OptionTable, choice: np.ndarray, rounds: int = 3) -> np.ndarray:
+    """Greedy fill of leftover capacity: per job its best upgrade, by gain per extra GPU.
+
+    Each round takes the upgrades in order of rate while their cumulative GPUs fit.
+    """
     choice = choice.copy()
-    n = table.n_jobs
-    left = table.capacity - _gpus_of(table, choice)
-    if left <= 0:
-        return choice
-    ar = np.arange(n)
-    cur_u = np.where(choice >= 0, table.utility[ar, np.maximum(choice, 0)], 0)
-    cur_k = np.where(choice >= 0, table.gpus[ar, np.maximum(choice, 0)], 0)
-    gain = table.utility - cur_u[:, None]
-    extra = table.gpus - cur_k[:, None]
-    ok = table.valid & (gain > 0) & (extra <= left)
-    rate = np.where(ok, gain / np.maximum(extra, 0.5), -np.inf)
-    best_o = np.argmax(rate, axis=1)
-    has = np.isfinite(rate[ar, best_o])
-    for j in np.flatnonzero(has)[np.argsort(-rate[has, best_o[has]], kind="stable")]:
-        need = int(extra[j, best_o[j]])
-        if need <= left:
-            left -= need
-            choice[j] = best_o[j]
+    ar = np.arange(table.n_jobs)
+    for _ in range(rounds):
+        left = table.capacity - _gpus_of(table, choice)
+        if left <= 0:
+            break
+        cur_u = np.where(choice >= 0, table.utility[ar, np.maximum(choice, 0)], 0)
+        cur_k = np.where(choice >= 0, table.gpus[ar, np.maximum(choice, 0)], 0)
+        gain = table.utility - cur_u[:, None]
+        extra = table.gpus - cur_k[:, None]
+        ok = table.valid & (gain > 0) & (extra <= left)
+        rate = np.where(ok, gain / np.maximum(extra, 0.5), -np.inf)
+        best_o = np.argmax(rate, axis=1)
+        jobs = np.flatnonzero(np.isfinite(rate[ar, best_o]))
+        if jobs.size == 0:
+            break
+        jobs = jobs[np.argsort(-rate[jobs, best_o[jobs]], kind="stable")]
+        need = np.maximum(extra[jobs, best_o[jobs]], 0)
+        take = jobs[np.cumsum(need) <= left]
+        if take.size == 0:
+            take = jobs[need <= left][:1]
+        choice[take] = best_o[take]
     return choice
 
 
@@ -151,23 +185,30 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     n = table.n_jobs
     if table.width == 0 or not (table.valid.any(axis=1) | table.idle_allowed).all():
         return None  # nothing to fix, or a job that must run has no option: infeasible
-    _, lam, ch = lagrangian_bound(table)
+    bound_f, lam, ch = lagrangian_bound(table)
     if _gpus_of(table, ch) > table.capacity:
         return None
     inc = _improve(table, ch)
     inc_val, _ = table.objective_of(inc)
-    # exact arithmetic: λ = num/den is a dyadic rational; scale every term by den (Python ints)
-    num, den = float(lam).as_integer_ratio()
-    s = table.utility.astype(object) * den - table.gpus.astype(object) * num
-    s = np.where(table.valid, s, -(1 << 400))
-    best = s.max(axis=1)
-    best = np.where(table.idle_allowed, np.maximum(best, 0), best)
-    L_scaled = num * table.capacity + int(best.sum())
-    target = int(inc_val) * den
-    # an allocation using option o of job j is worth at most (L + reduced cost) / den
-    keep = table.valid & ((L_scaled + (s - best[:, None])) >= target).astype(bool)
-    idle_keep = table.idle_allowed & ((L_scaled - best) >= target).astype(bool)
-    bound = L_scaled // den
+    lag = _Lag(table)
+    best, _, _ = lag.scores(lam)
+    bound_f = lam * table.capacity + float(best.sum())
+    s = lag.u - lam * lag.k
+    # rounding margin: every float op errs by <= 2**-53 relative; sums of n + K terms whose
+    # magnitudes add up to at most `mag` err by <= (n + K + 4) * 2**-53 * mag; take 32x that
+    mag = float(np.abs(np.where(table.valid, table.utility, 0)).max(axis=1, initial=0).sum())
+    mag += lam * (table.capacity + float(np.where(table.valid, table.gpus, 0).max(axis=1, initial=0).sum()))
+    margin = (n + table.width + 4) * 2.0**-48 * mag + 1e-9
+    bound = int(np.floor(bound_f + margin))
+    if inc_val >= bound:  # the incumbent meets the bound: it is optimal, every job is fixed to it
+        keep = np.zeros_like(table.valid)
+        rows = np.flatnonzero(inc >= 0)
+        keep[rows, inc[rows]] = True
+        idle_keep = inc < 0
+    else:
+        # an allocation using option o of job j is worth at most L + reduced cost (reduced <= 0)
+        keep = table.valid & (bound_f + (s - best[:, None]) >= inc_val - margin)
+        idle_keep = table.idle_allowed & (bound_f - best >= inc_val - margin)
     # the incumbent's options survive the tests above (inc_val <= L + its reduced costs); keep them explicitly
     rows = np.flatnonzero(inc >= 0)
     keep[rows, inc[rows]] = True

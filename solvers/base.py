@@ -61,13 +61,19 @@ def _check_choice(table: OptionTable, choice: np.ndarray) -> str:
     """Why ``choice`` is not a feasible allocation of ``table``; "" if it is."""
     if choice.shape != (table.n_jobs,):
         return f"expected {table.n_jobs} choices, got shape {choice.shape}"
-    for j, o in enumerate(choice):
-        if o < 0:
-            if not table.idle_allowed[j]:
-                return f"job {table.job_ids[j]!r} left idle but it may not be"
-        elif o >= table.width or not table.valid[j, o]:
-            return f"job {table.job_ids[j]!r} given option {int(o)}, which does not exist"
-    used = sum(int(table.gpus[j, o]) for j, o in enumerate(choice) if o >= 0)
+    idle = choice < 0
+    bad_idle = np.flatnonzero(idle & ~table.idle_allowed)
+    if bad_idle.size:
+        return f"job {table.job_ids[bad_idle[0]]!r} left idle but it may not be"
+    rows = np.flatnonzero(~idle)
+    cols = choice[rows]
+    out_of_range = cols >= table.width
+    if out_of_range.any():
+        return f"job {table.job_ids[rows[out_of_range][0]]!r} given option {int(cols[out_of_range][0])}, which does not exist"
+    invalid = ~table.valid[rows, cols]
+    if invalid.any():
+        return f"job {table.job_ids[rows[invalid][0]]!r} given option {int(cols[invalid][0])}, which does not exist"
+    used = int(table.gpus[rows, cols].sum())
     if used > table.capacity:
         return f"uses {used} GPUs, capacity is {table.capacity}"
     return ""
@@ -161,7 +167,7 @@ class Backend(ABC):
                     stats=stats,
                     **common,
                 )
-            need = int(table.min_gpus()[~table.idle_allowed].sum())
+            need = sum(int(x) for x in table.min_gpus()[~table.idle_allowed])  # Python ints: no int64 overflow
             msg = (
                 f"infeasible: jobs that must run need at least {need} GPUs together, "
                 f"capacity is {table.capacity}: {', '.join(culprits)}"
