@@ -14,9 +14,13 @@ Families
     Multiple-choice knapsack classes in Pisinger's style: per job ``options``
     items, weight w (the GPU count) uniform in [1, R], profit p (measured
     samples/s, objective ``throughput``): uncorrelated p ~ U[1, R]; weakly
-    correlated p ~ U[w - 10, w + 10] (>= 1); strongly correlated p = w + 10;
-    subset sum p = w.  R defaults to about 2 G / n so the capacity binds.
-    Item i of a class has batch b = w * (i + 1), so k always divides b.
+    correlated p ~ U[w - R/10, w + R/10] (>= 1); strongly correlated
+    p = w + R/10; subset sum p = w (Pisinger 1995).  R defaults to about
+    2 G / n so the capacity binds; Pisinger's hard instances use R = 1000 or
+    10000 with G about n R / 4 (``--family-option R=1000``).
+    Item i of a class has batch b = w * (i + 1), so k always divides b.  Jobs
+    are running without preemption, so exactly one item per class is chosen
+    (the MCKP); keep G >= the sum of the smallest weights (about n R / 11).
 
 Every random draw comes from ``numpy.random.default_rng(seed)``: the same
 arguments give the same problem, and :func:`~elasticopt.models.save_instance`
@@ -177,14 +181,18 @@ def _mck(kind: str) -> Callable:
             if kind == "uncorrelated":
                 p = rng.integers(1, r + 1, size=options)
             elif kind == "weakly":
-                p = np.maximum(1, w + rng.integers(-10, 11, size=options))
+                d = max(1, r // 10)
+                p = np.maximum(1, w + rng.integers(-d, d + 1, size=options))
             elif kind == "strongly":
-                p = w + 10
+                p = w + max(1, r // 10)
             else:  # subset-sum
                 p = w.copy()
             pts = {(int(k), int(k) * (j + 1)): float(v) for j, (k, v) in enumerate(zip(w, p))}
             bs = [b for _, b in pts]
-            out.append(Job(f"c{i:04d}", MeasuredThroughput(pts), min(bs), max(bs), options))
+            # running without preemption: exactly one item per class, as in the MCKP
+            first = next(iter(pts))
+            out.append(Job(f"c{i:04d}", MeasuredThroughput(pts), min(bs), max(bs), options,
+                           running=Running(first[0], first[1])))
         return out, "throughput"
 
     return make

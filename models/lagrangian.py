@@ -123,6 +123,8 @@ def lagrangian_bound(table: OptionTable, iterations: int = 60) -> tuple[float, f
     lo, v_lo, k_lo = 0.0, v0, k0
     hi = float(np.abs(table.utility).max(initial=0)) + 1.0  # at hi every job takes its fewest GPUs
     v_hi, ch_hi, k_hi = lag.value(hi)
+    if k_hi > G:  # even the fewest GPUs per job overfill: infeasible, the caller gives up
+        return v_hi, hi, ch_hi
     best_v, best_lam = min((v_lo, lo), (v_hi, hi))
     for _ in range(iterations):
         slope_lo, slope_hi = G - k_lo, G - k_hi  # slope_lo < 0 <= slope_hi
@@ -141,8 +143,6 @@ def lagrangian_bound(table: OptionTable, iterations: int = 60) -> tuple[float, f
             hi, v_hi, ch_hi, k_hi = x, v, ch, k
         else:
             lo, v_lo, k_lo = x, v, k
-    if k_hi > G:  # pragma: no cover - hi always fits by construction
-        ch_hi = lag.value(hi)[1]
     return best_v, best_lam, ch_hi
 
 

@@ -32,6 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--running-fraction", type=float, default=None,
                    help="paper/uniform/ladder: share of jobs drawn as running (default 0.3)")
     p.add_argument("--options", type=int, default=None, help="mck families: items per job (default 10)")
+    p.add_argument("--range", type=int, default=None, dest="R",
+                   help="mck families: weights (GPU counts) drawn from [1, R] (default about 2 G / n; "
+                   "Pisinger's hard classes use R = 1000 with G about n R / 4)")
     p.add_argument("-o", "--output", required=True, help="instance file to write ('-' for stdout)")
     p.set_defaults(func=run)
     return p
@@ -49,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         kw["running_fraction"] = args.running_fraction
     if args.options is not None:
         kw["options"] = args.options
+    if args.R is not None:
+        kw["R"] = args.R
     problem = generate_instance(args.family, args.jobs, args.gpus, args.seed,
                                 gpus_per_node=args.gpus_per_node, **kw)
     if args.output == "-":
