@@ -19,8 +19,9 @@ Families
     2 G / n so the capacity binds; Pisinger's hard instances use R = 1000 or
     10000 with G about n R / 4 (``--family-option R=1000``).
     Item i of a class has batch b = w * (i + 1), so k always divides b.  Jobs
-    are running without preemption, so exactly one item per class is chosen
-    (the MCKP); keep G >= the sum of the smallest weights (about n R / 11).
+    run without preemption (placed on their lightest item while those fit in
+    G, the rest queued), so exactly one item per class is chosen (the MCKP)
+    when G >= the sum of the smallest weights (about n R / 11).
 
 Every random draw comes from ``numpy.random.default_rng(seed)``: the same
 arguments give the same problem, and :func:`~elasticopt.models.save_instance`
@@ -176,6 +177,7 @@ def _mck(kind: str) -> Callable:
             raise ValidationError("options", "an integer >= 1", options)
         r = int(R) if R is not None else max(2, round(2 * gpus / max(jobs, 1)))
         out = []
+        free = gpus
         for i in range(jobs):
             w = rng.integers(1, r + 1, size=options)
             if kind == "uncorrelated":
@@ -189,10 +191,14 @@ def _mck(kind: str) -> Callable:
                 p = w.copy()
             pts = {(int(k), int(k) * (j + 1)): float(v) for j, (k, v) in enumerate(zip(w, p))}
             bs = [b for _, b in pts]
-            # running without preemption: exactly one item per class, as in the MCKP
-            first = next(iter(pts))
-            out.append(Job(f"c{i:04d}", MeasuredThroughput(pts), min(bs), max(bs), options,
-                           running=Running(first[0], first[1])))
+            # running without preemption (on its lightest item, while those fit): exactly one item
+            # per class, as in the MCKP; jobs beyond that stay queued
+            light = min(pts)
+            running = None
+            if light[0] <= free:
+                free -= light[0]
+                running = Running(light[0], light[1])
+            out.append(Job(f"c{i:04d}", MeasuredThroughput(pts), min(bs), max(bs), options, running=running))
         return out, "throughput"
 
     return make

@@ -88,7 +88,7 @@ def _resolve_profile(name: str, file: str, path: str) -> ThroughputModel:
     return get(name)
 
 
-def _job_from_dict(d: dict[str, Any], i: int, file: str, gpus_total: int) -> Job:
+def _job_from_dict(d: dict[str, Any], i: int, file: str) -> Job:
     where = f"jobs[{i}]"
     if "throughput" in d:
         tp: ThroughputModel = MeasuredThroughput.from_rows(d["throughput"])
@@ -127,8 +127,8 @@ def _job_from_dict(d: dict[str, Any], i: int, file: str, gpus_total: int) -> Job
         )
     except ValidationError as exc:
         raise InstanceError(file, f"{where} ({exc.path})", exc.expected, exc.found, exc.hint) from None
-    cap = gmax if gmax is not None else max(gmin, gpus_total, 1)
-    if not job.options(gpus_cap=cap):
+    # measured points are finite; a profile's candidates stay within its measured range
+    if not job.options(gpus_cap=None):
         raise InstanceError(
             file,
             where,
@@ -170,7 +170,7 @@ def problem_from_dict(data: Any, file: str = "<memory>") -> Problem:
         if jd["id"] in seen:
             raise InstanceError(file, f"jobs[{i}].id", f"a unique id (jobs[{seen[jd['id']]}] has it too)", jd["id"])
         seen[jd["id"]] = i
-        jobs.append(_job_from_dict(jd, i, file, cluster.gpus))
+        jobs.append(_job_from_dict(jd, i, file))
     try:
         return Problem(
             cluster=cluster,

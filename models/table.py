@@ -106,9 +106,11 @@ class OptionTable:
         return [(int(self.gpus[j, o]), int(self.batch[j, o]), int(self.utility[j, o])) for o in idx]
 
     def min_gpus(self) -> np.ndarray:
-        """Per job the fewest GPUs of a valid option (a huge number if none)."""
-        g = np.where(self.valid, self.gpus, np.iinfo(np.int64).max // 4)
-        return g.min(axis=1) if self.width else np.full(self.n_jobs, np.iinfo(np.int64).max // 4)
+        """Per job the fewest GPUs of a valid option (capacity + 1 if it has none: it cannot fit)."""
+        none = self.capacity + 1
+        if not self.width:
+            return np.full(self.n_jobs, none, dtype=np.int64)
+        return np.where(self.valid, self.gpus, none).min(axis=1)
 
     def infeasible_jobs(self) -> tuple[str, ...]:
         """Jobs that must run and together cannot fit; () if the table is feasible.

@@ -18,6 +18,10 @@ from elasticopt.solvers.verify import VerifyReport, verify
 # built-in backends register themselves on import (no solver library is imported here)
 from elasticopt.solvers import numpy_dp as _numpy_dp  # noqa: E402,F401
 from elasticopt.solvers import jax_dp as _jax_dp  # noqa: E402,F401
+from elasticopt.solvers import cpsat as _cpsat  # noqa: E402,F401
+from elasticopt.solvers import milp as _milp  # noqa: E402,F401
+from elasticopt.solvers import pyomo_model as _pyomo_model  # noqa: E402,F401
+from elasticopt.solvers import greedy as _greedy  # noqa: E402,F401
 from elasticopt.solvers.api import solve  # noqa: E402
 
 __all__ = [

@@ -167,7 +167,7 @@ class Backend(ABC):
                     stats=stats,
                     **common,
                 )
-            need = sum(int(x) for x in table.min_gpus()[~table.idle_allowed])  # Python ints: no int64 overflow
+            need = int(table.min_gpus()[~table.idle_allowed].sum())
             msg = (
                 f"infeasible: jobs that must run need at least {need} GPUs together, "
                 f"capacity is {table.capacity}: {', '.join(culprits)}"

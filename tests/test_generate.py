@@ -103,15 +103,17 @@ def test_mck_profit_weight_relation(kind):
         assert len(pts) == 6
         for (k, b), p in pts.items():
             assert 1 <= k <= r and b % k == 0
+            d = max(1, r // 10)  # Pisinger's offset R / 10
             if kind == "strongly":
-                assert p == k + 10
+                assert p == k + d
             elif kind == "subset-sum":
                 assert p == k
             elif kind == "weakly":
-                assert max(1, k - 10) <= p <= k + 10
+                assert max(1, k - d) <= p <= k + d
             else:
                 assert 1 <= p <= r
         assert len(job.options()) == 6  # every item is a feasible option
+        assert job.running is None or job.running.gpus == min(pts)[0]  # on its lightest item
 
 
 def test_bad_arguments_are_named():

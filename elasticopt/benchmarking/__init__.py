@@ -1,0 +1,55 @@
+"""Solver benchmarking: run solvers over instances, cross-check, report.
+
+The public API is re-exported by :mod:`elasticopt.bench`::
+
+    from elasticopt.bench import family_instances, run_benchmark, summarize, write_results
+
+    specs = family_instances(["paper"], jobs=[200, 1000], gpus=[256, 1024], seeds=[0, 1])
+    result = run_benchmark(["dp", "milp", my_solver], specs, repeats=5, time_limit_s=60)
+    assert result.ok, result.disagreements
+    write_results(result, "bench-results")
+
+``my_solver`` is any object with a ``name`` and ``solve(table, *,
+time_limit_s=None) -> Solution`` (e.g. an unregistered
+:class:`~elasticopt.solvers.Backend` subclass instance).
+"""
+
+from elasticopt.benchmarking.crosscheck import Outcome, Verdict, cross_check
+from elasticopt.benchmarking.instances import InstanceSpec, family_instances, file_instances, size_pairs
+from elasticopt.benchmarking.report import SummaryRow, plot_times, rows_csv, summarize, write_results
+from elasticopt.benchmarking.rows import ROW_FIELDS, BenchResult, BenchRow, InstanceRecord
+from elasticopt.benchmarking.runner import (
+    REFERENCE_OPS_PER_S,
+    BenchEvent,
+    count_solves,
+    environment,
+    run_benchmark,
+)
+from elasticopt.benchmarking.solvers import SolverSpec, parse_solver_arg, resolve_solvers
+
+__all__ = [
+    "REFERENCE_OPS_PER_S",
+    "ROW_FIELDS",
+    "BenchEvent",
+    "BenchResult",
+    "BenchRow",
+    "InstanceRecord",
+    "InstanceSpec",
+    "Outcome",
+    "SolverSpec",
+    "SummaryRow",
+    "Verdict",
+    "count_solves",
+    "cross_check",
+    "environment",
+    "family_instances",
+    "file_instances",
+    "parse_solver_arg",
+    "plot_times",
+    "resolve_solvers",
+    "rows_csv",
+    "run_benchmark",
+    "size_pairs",
+    "summarize",
+    "write_results",
+]

@@ -1,0 +1,209 @@
+"""Summaries, files and plots of a :class:`BenchResult`.
+
+:func:`summarize` groups rows by (family, n, G, solver) and gives medians and
+the ratio to ``dp``; :func:`write_results` writes ``rows.csv``, ``results.json``
+and, unless told not to, ``time_vs_n.png`` and ``time_vs_G.png`` -- every file
+atomically.  Plots use matplotlib's Agg canvas directly (no pyplot, no global
+backend switch).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from elasticopt._io import atomic_write_bytes, atomic_write_text
+from elasticopt.benchmarking.rows import ROW_FIELDS, BenchResult, BenchRow
+
+__all__ = ["SummaryRow", "summarize", "write_results", "plot_times", "rows_csv"]
+
+#: The solver the ratios are taken against.
+BASELINE = "dp"
+#: Most plot panels (one per family / file) before pooling into one.
+MAX_PANELS = 4
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """Medians of one solver on one size (all seeds and repeats pooled).
+
+    ``ratio_to_dp``: median ``total_s`` over ``dp``'s on the same size (>1 =
+    slower than dp); ``solve_ratio_to_dp`` the same for ``solve_s``.
+    ``agree``: runs that agree with the best known objective, of those that
+    could be compared; ``disagree`` the runs that conflict.
+    """
+
+    family: str
+    n: int
+    G: int
+    solver: str
+    runs: int
+    instances: int
+    statuses: str
+    median_total_s: float
+    median_solve_s: float
+    min_total_s: float
+    max_total_s: float
+    median_warmup_s: float | None
+    ratio_to_dp: float | None
+    solve_ratio_to_dp: float | None
+    agree: int
+    compared: int
+    disagree: int
+    unverified: int
+    max_gap_to_best: float | None
+    median_dp_ops_run: float | None
+    median_dp_ops_per_s: float | None
+    median_dp_ops_fraction: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+def _median(xs: Sequence[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return statistics.median(vals) if vals else None
+
+
+def summarize(result: BenchResult | Sequence[BenchRow]) -> list[SummaryRow]:
+    """Group rows by (family, n, G, solver); sorted by family, size, then median time."""
+    rows = result.rows if isinstance(result, BenchResult) else list(result)
+    groups: dict[tuple[str, int, int, str], list[BenchRow]] = {}
+    for r in rows:
+        groups.setdefault((r.family, r.n, r.G, r.solver), []).append(r)
+    base: dict[tuple[str, int, int], tuple[float, float]] = {}
+    for (fam, n, G, solver), rs in groups.items():
+        if solver == BASELINE:
+            base[(fam, n, G)] = (statistics.median(r.total_s for r in rs), statistics.median(r.solve_s for r in rs))
+    out = []
+    for (fam, n, G, solver), rs in groups.items():
+        tot = statistics.median(r.total_s for r in rs)
+        sol = statistics.median(r.solve_s for r in rs)
+        b = base.get((fam, n, G))
+        counts = Counter(r.status for r in rs)
+        gaps = [r.gap_to_best for r in rs if r.gap_to_best is not None]
+        out.append(
+            SummaryRow(
+                family=fam, n=n, G=G, solver=solver, runs=len(rs), instances=len({r.instance for r in rs}),
+                statuses=", ".join(f"{c} {s}" for s, c in sorted(counts.items())),
+                median_total_s=tot, median_solve_s=sol,
+                min_total_s=min(r.total_s for r in rs), max_total_s=max(r.total_s for r in rs),
+                median_warmup_s=_median([r.warmup_s for r in rs]),
+                ratio_to_dp=(tot / b[0]) if b and b[0] > 0 else None,
+                solve_ratio_to_dp=(sol / b[1]) if b and b[1] > 0 else None,
+                agree=sum(r.agrees_with_best is True for r in rs),
+                compared=sum(r.agrees_with_best is not None for r in rs),
+                disagree=sum(r.agrees_with_best is False for r in rs),
+                unverified=sum(not r.verified for r in rs),
+                max_gap_to_best=max(gaps) if gaps else None,
+                median_dp_ops_run=_median([r.dp_ops_run for r in rs]),
+                median_dp_ops_per_s=_median([r.dp_ops_per_s for r in rs]),
+                median_dp_ops_fraction=_median([r.dp_ops_fraction for r in rs]),
+            )
+        )
+    out.sort(key=lambda s: (s.family, s.n, s.G, s.median_total_s))
+    return out
+
+
+def rows_csv(rows: Sequence[BenchRow]) -> str:
+    """The rows as CSV text (header = :data:`ROW_FIELDS`; None as empty)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(ROW_FIELDS), lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if v is None else v) for k, v in r.to_dict().items()})
+    return buf.getvalue()
+
+
+def _json_safe(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {str(k): _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return x
+
+
+def plot_times(result: BenchResult, out_dir: str | Path) -> list[Path]:
+    """Median total solve time against n and against G, log-log, one line per solver.
+
+    One panel per instance family (file stem for files; pooled into one panel
+    beyond :data:`MAX_PANELS` groups).  ERROR runs are left out; LIMIT runs
+    count with the time they took.  Returns the PNG paths written.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    out = Path(out_dir)
+    summ = summarize([r for r in result.rows if r.status != "ERROR"])  # a failed run has no meaningful time
+    fams = sorted({s.family for s in summ})
+    if len(fams) > MAX_PANELS:  # e.g. many instance files: one panel, medians pooled over groups
+        summ = [replace(s, family="all instances") for s in summ]
+        fams = ["all instances"]
+    solvers = sorted({s.solver for s in summ})
+    paths = []
+    for axis, fname, label in (("n", "time_vs_n.png", "jobs n"), ("G", "time_vs_G.png", "GPUs G")):
+        fig = Figure(figsize=(5.5 * len(fams), 4.2), layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(1, len(fams), squeeze=False)[0]
+        for ax, fam in zip(axes, fams):
+            for solver in solvers:
+                pts: dict[int, list[float]] = {}
+                for s in summ:
+                    if s.family == fam and s.solver == solver:
+                        pts.setdefault(getattr(s, axis), []).append(s.median_total_s)
+                if not pts:
+                    continue
+                xs = sorted(pts)
+                ys = [max(statistics.median(pts[x]), 1e-6) for x in xs]
+                ax.plot(xs, ys, marker="o", label=solver)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel(label)
+            ax.set_ylabel("median solve time, s (build + run)")
+            ax.set_title(fam)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize="small")
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110)
+        paths.append(atomic_write_bytes(out / fname, buf.getvalue()))
+    return paths
+
+
+def write_results(result: BenchResult, out_dir: str | Path, *, plots: bool = True) -> list[Path]:
+    """Write ``rows.csv``, ``results.json`` (rows, instances, summary, environment) and plots.
+
+    Parameters
+    ----------
+    result
+        A benchmark result.
+    out_dir
+        Folder (created if missing); existing files of the same names are replaced atomically.
+    plots
+        Also write ``time_vs_n.png`` and ``time_vs_G.png``.
+
+    Returns
+    -------
+    list of Path
+        The files written.
+    """
+    out = Path(out_dir)
+    doc = result.to_dict()
+    doc["summary"] = [s.to_dict() for s in summarize(result)]
+    paths = [
+        atomic_write_text(out / "rows.csv", rows_csv(result.rows)),
+        atomic_write_text(out / "results.json", json.dumps(_json_safe(doc), indent=1, default=str) + "\n"),
+    ]
+    if plots and result.rows:
+        paths += plot_times(result, out)
+    return paths

@@ -1,0 +1,175 @@
+"""``cpsat``: the option table as an OR-tools CP-SAT model (DESIGN §3).
+
+One Boolean per option and one per idle choice, ``add_exactly_one`` per job,
+one capacity row, the integer objective.  Default settings prove optimality
+quickly: ``num_workers=1, linearization_level=2`` (with 2 default workers
+CP-SAT had not proven optimality after 60 s at n=200; with these it did in
+0.1 s).  Known CP-SAT 9.15 bugs can certify wrong optima: keep the DP
+cross-check on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from elasticopt.errors import SolverError
+from elasticopt.models.table import OptionTable
+from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.registry import register
+from elasticopt.solvers.solution import Solution, Status
+
+__all__ = ["CPSat", "hint_choice"]
+
+
+def hint_choice(table: OptionTable, hint: Any) -> np.ndarray:
+    """Option index per job row (-1 idle, -2 no hint) from a hint.
+
+    Parameters
+    ----------
+    table
+        The option table being solved.
+    hint
+        A :class:`Solution`, or a mapping ``job id -> (gpus, batch) | None``.
+        Jobs it does not name, or whose (k, b) is not an option of the table
+        (e.g. removed by a reduction), get no hint.
+    """
+    if isinstance(hint, Solution):
+        alloc: Mapping[str, Any] = hint.allocation
+    elif isinstance(hint, Mapping):
+        alloc = hint
+    else:
+        raise SolverError(f"option 'hint' must be a Solution or a mapping job id -> (gpus, batch) | None, got {type(hint).__name__}")
+    out = np.full(table.n_jobs, -2, dtype=np.int64)
+    for j, jid in enumerate(table.job_ids):
+        if jid not in alloc:
+            continue
+        a = alloc[jid]
+        if a is None:
+            if table.idle_allowed[j]:
+                out[j] = -1
+            continue
+        k, b = int(a[0]), int(a[1])
+        hit = np.flatnonzero(table.valid[j] & (table.gpus[j] == k) & (table.batch[j] == b))
+        if hit.size:
+            out[j] = int(hit[0])
+    return out
+
+
+@dataclass
+class _Model:
+    model: Any  # cp_model.CpModel
+    rows: np.ndarray  # rows[i], cols[i]: job row and option index of option variable i
+    cols: np.ndarray
+    x: list  # x[i] = 1 iff job rows[i] runs option cols[i]
+    idle: dict  # idle[j] = 1 iff job j gets 0 GPUs (only jobs that may idle)
+    table: OptionTable
+
+
+@register
+class CPSat(Backend):
+    """OR-tools CP-SAT on the option table."""
+
+    name = "cpsat"
+    exact = True
+    requires = ("ortools",)
+    extra = "cpsat"
+    description = "OR-tools CP-SAT (Boolean per option, exactly-one per job)"
+    default_options: Mapping[str, Any] = {
+        "num_workers": 1,
+        "linearization_level": 2,
+        "seed": 0,
+        "hint": None,
+        "log_search_progress": False,
+    }
+
+    def build(self, table: OptionTable, options: Mapping[str, Any]) -> _Model:
+        from ortools.sat.python import cp_model
+
+        m = cp_model.CpModel()
+        rows, cols = np.nonzero(table.valid)  # option variable i is (job rows[i], option cols[i])
+        # x[i] = 1 iff job rows[i] runs option cols[i]
+        x = [m.new_bool_var(f"x[{j},{o}]") for j, o in zip(rows.tolist(), cols.tolist())]
+        # idle[j] = 1 iff job j gets no GPU (created only where idle is allowed)
+        idle = {int(j): m.new_bool_var(f"idle[{j}]") for j in np.flatnonzero(table.idle_allowed)}
+        starts = np.searchsorted(rows, np.arange(table.n_jobs + 1))  # options of job j: x[starts[j]:starts[j+1]]
+        for j in range(table.n_jobs):
+            lits = x[starts[j] : starts[j + 1]]
+            if j in idle:
+                lits = lits + [idle[j]]
+            m.add_exactly_one(lits)  # empty list: no choice at all, the model is infeasible
+        k = table.gpus[rows, cols].tolist()
+        u = table.utility[rows, cols].tolist()
+        m.add(cp_model.LinearExpr.weighted_sum(x, k) <= int(table.capacity))
+        m.maximize(cp_model.LinearExpr.weighted_sum(x, u))
+        hint = options.get("hint")
+        if hint is not None:
+            hc = hint_choice(table, hint)
+            for j in range(table.n_jobs):
+                if hc[j] == -2:
+                    continue
+                for i in range(starts[j], starts[j + 1]):
+                    m.add_hint(x[i], bool(cols[i] == hc[j]))
+                if j in idle:
+                    m.add_hint(idle[j], bool(hc[j] == -1))
+        return _Model(m, rows, cols, x, idle, table)
+
+    def run(self, model: _Model, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
+        from ortools.sat.python import cp_model
+
+        solver = cp_model.CpSolver()
+        p = solver.parameters
+        p.num_workers = int(options["num_workers"])
+        p.linearization_level = int(options["linearization_level"])
+        p.random_seed = int(options["seed"])
+        p.log_search_progress = bool(options["log_search_progress"])
+        if time_limit_s is not None:
+            p.max_time_in_seconds = float(time_limit_s)
+        status = solver.solve(model.model)
+        return solver, status
+
+    def extract(self, table: OptionTable, model: _Model, raw: Any) -> Outcome:
+        from ortools.sat.python import cp_model
+
+        solver, status = raw
+        stats = {
+            "branches": int(solver.num_branches),
+            "conflicts": int(solver.num_conflicts),
+            "wall_s": float(solver.wall_time),
+            "cpsat_status": solver.status_name(status),
+        }
+        if status == cp_model.INFEASIBLE:
+            return Outcome(Status.INFEASIBLE, stats=stats)
+        if status == cp_model.MODEL_INVALID:
+            return Outcome(Status.ERROR, message="CP-SAT: model invalid: " + model.model.validate(), stats=stats)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            # UNKNOWN: the limit hit before any solution (often inside presolve); CP-SAT then
+            # reports a best bound of 0, which is no bound at all: none is reported
+            return Outcome(Status.LIMIT, message="CP-SAT stopped before finding a solution", stats=stats)
+        bound = _floor_bound(solver.best_objective_bound)
+        choice = np.full(table.n_jobs, -1, dtype=np.int64)
+        vals = [solver.boolean_value(v) for v in model.x]
+        on = np.flatnonzero(vals)
+        choice[model.rows[on]] = model.cols[on]
+        if status == cp_model.OPTIMAL:
+            obj = int(round(solver.objective_value))
+            return Outcome(Status.OPTIMAL, choice=choice, bound=obj, stats=stats)
+        obj = int(round(solver.objective_value))
+        return Outcome(
+            Status.LIMIT,
+            choice=choice,
+            bound=max(bound, obj) if bound is not None else None,
+            message="CP-SAT hit the time limit: best allocation found and bound",
+            stats=stats,
+        )
+
+
+def _floor_bound(b: float) -> int | None:
+    """An integer upper bound from CP-SAT's (float) objective bound."""
+    if b is None or not math.isfinite(b):
+        return None
+    return int(math.floor(b + 1e-9 * max(1.0, abs(b))))

@@ -1,0 +1,86 @@
+"""``greedy``: marginal gain, a few GPUs at a time (Optimus-style). Not exact.
+
+1. Every job that may not idle gets its smallest option (fewest GPUs, best
+   utility among those); if these do not fit, the problem is INFEASIBLE.
+2. Then, while GPUs are free, each job's next move is scored by its marginal
+   gain per extra GPU, ``(u_new - u_now) / (k_new - k_now)`` over the options
+   with more GPUs that still fit (an idle job starts from u = 0, k = 0; a
+   same-k option with a higher utility counts as an infinite gain).  The best
+   positive move is applied; the loop stops when no move gains.
+
+The result is FEASIBLE (never OPTIMAL): it can be far from the optimum, e.g.
+when a job with the best per-GPU gain blocks two slightly worse ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from elasticopt.models.table import OptionTable
+from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.registry import register
+from elasticopt.solvers.solution import Status
+
+__all__ = ["Greedy", "greedy_choice"]
+
+
+def greedy_choice(table: OptionTable) -> np.ndarray | None:
+    """The greedy allocation (option index per job, -1 idle); None if the must-run jobs cannot fit."""
+    n, G = table.n_jobs, int(table.capacity)
+    valid = table.valid
+    k = np.where(valid, table.gpus, 0).astype(np.int64)
+    u = table.utility.astype(np.float64)
+    choice = np.full(n, -1, dtype=np.int64)
+    k_now = np.zeros(n, dtype=np.int64)
+    u_now = np.zeros(n, dtype=np.float64)
+    # 1. jobs that may not idle: smallest k, best utility among those
+    for j in np.flatnonzero(~table.idle_allowed):
+        opts = np.flatnonzero(valid[j])
+        if opts.size == 0:
+            return None
+        kmin = k[j, opts].min()
+        cand = opts[k[j, opts] == kmin]
+        o = int(cand[np.argmax(table.utility[j, cand])])
+        choice[j], k_now[j], u_now[j] = o, kmin, table.utility[j, o]
+    free = G - int(k_now.sum())
+    if free < 0:
+        return None
+    # 2. best marginal gain per extra GPU, until nothing gains
+    while True:
+        dk = k - k_now[:, None]  # dk[j, o]: extra GPUs job j needs to move to option o
+        du = u - u_now[:, None]  # du[j, o]: utility it gains
+        ok = valid & (dk >= 0) & (dk <= free) & (du > 0)
+        if not ok.any():
+            break
+        score = np.where(ok, np.where(dk > 0, du / np.maximum(dk, 1), np.inf), -np.inf)
+        flat = int(np.argmax(score))
+        j, o = divmod(flat, table.width)
+        free -= int(dk[j, o])
+        choice[j], k_now[j], u_now[j] = o, k[j, o], u[j, o]
+        if free < 0:  # cannot happen: moves fit by construction
+            raise AssertionError("greedy overfilled the cluster")
+    return choice
+
+
+@register
+class Greedy(Backend):
+    """Marginal-gain heuristic on the option table (fast, not exact)."""
+
+    name = "greedy"
+    exact = False
+    requires = ("numpy",)
+    description = "marginal gain per GPU (Optimus-style heuristic, not exact)"
+
+    def build(self, table: OptionTable, options: Mapping[str, Any]) -> OptionTable:
+        return table
+
+    def run(self, model: OptionTable, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
+        return greedy_choice(model)
+
+    def extract(self, table: OptionTable, model: OptionTable, raw: Any) -> Outcome:
+        if raw is None:
+            return Outcome(Status.INFEASIBLE)
+        return Outcome(Status.FEASIBLE, choice=raw, message="heuristic: optimality not proven")

@@ -1,0 +1,267 @@
+"""``pyomo``: the option-table MILP as a readable Pyomo model (DESIGN §3).
+
+The same 0/1 model as :mod:`elasticopt.solvers.milp`, written for people::
+
+    JOBS                       the jobs
+    OPTIONS                    (job, gpus, batch) triples: the options of every job
+    x[j, k, b] in {0, 1}       1 iff job j runs on k GPUs at global batch b
+    one_choice[j]:  sum_(k,b) x[j, k, b] <= 1     (= 1 when j may not idle)
+    capacity:       sum k * x[j, k, b] <= G
+    maximise        sum utility[j, k, b] * x[j, k, b]     (integer utilities)
+
+Solved by HiGHS (``appsi_highs``) by default, or by any solver Pyomo knows
+(``solver_name="glpk"``, ``"cbc"``, ``"gurobi"``...); gaps are set to prove the
+integer optimum for the solvers whose option names are known.
+:func:`write_model` writes LP / MPS files for outside solvers.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from elasticopt.errors import SolverError
+from elasticopt.models.table import OptionTable
+from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.milp import empty_outcome, integer_bound
+from elasticopt.solvers.registry import register
+from elasticopt.solvers.solution import Solution, Status
+
+__all__ = ["PyomoMILP", "build_pyomo_model", "write_model", "installed_pyomo_solvers", "KNOWN_SOLVERS"]
+
+DEFAULT_SOLVER = "appsi_highs"
+
+#: Per solver: (time-limit option name or None for the ``timelimit`` argument, options proving the optimum).
+KNOWN_SOLVERS: dict[str, tuple[str | None, dict[str, Any]]] = {
+    "appsi_highs": (None, {"mip_rel_gap": 0.0, "mip_abs_gap": 0.5}),
+    "highs": (None, {"mip_rel_gap": 0.0, "mip_abs_gap": 0.5}),
+    "glpk": ("tmlim", {"mipgap": 0.0}),
+    "cbc": ("sec", {"ratioGap": 0.0, "allowableGap": 0.5}),
+    "appsi_cbc": (None, {"ratioGap": 0.0, "allowableGap": 0.5}),
+    "gurobi": ("TimeLimit", {"MIPGap": 0.0, "MIPGapAbs": 0.5}),
+    "gurobi_direct": ("TimeLimit", {"MIPGap": 0.0, "MIPGapAbs": 0.5}),
+    "appsi_gurobi": (None, {"MIPGap": 0.0, "MIPGapAbs": 0.5}),
+    "cplex": ("timelimit", {"mip_tolerances_mipgap": 0.0, "mip_tolerances_absmipgap": 0.5}),
+    "cplex_direct": ("timelimit", {"mip_tolerances_mipgap": 0.0, "mip_tolerances_absmipgap": 0.5}),
+    "scip": ("limits/time", {"limits/gap": 0.0, "limits/absgap": 0.5}),
+    "xpress": ("maxtime", {"miprelstop": 0.0, "mipabsstop": 0.5}),
+}
+
+
+def _quiet_factory(name: str) -> Any:
+    """``pyomo.environ.SolverFactory(name)`` without Pyomo's logged tracebacks."""
+    import pyomo.environ as pe
+
+    log = logging.getLogger("pyomo")
+    old = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        return pe.SolverFactory(name)
+    except Exception:
+        return None
+    finally:
+        log.setLevel(old)
+
+
+def _is_available(name: str) -> bool:
+    opt = _quiet_factory(name)
+    if opt is None:
+        return False
+    log = logging.getLogger("pyomo")
+    old = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        return bool(opt.available(exception_flag=False))
+    except Exception:
+        return False
+    finally:
+        log.setLevel(old)
+
+
+def installed_pyomo_solvers() -> list[str]:
+    """The solvers of :data:`KNOWN_SOLVERS` that Pyomo can run here."""
+    return [n for n in KNOWN_SOLVERS if _is_available(n)]
+
+
+def check_solver(name: str) -> None:
+    """Raise :class:`SolverError` naming ``name`` and what is installed, unless Pyomo can run it."""
+    if not _is_available(name):
+        raise SolverError(
+            f"Pyomo solver {name!r} is not available here; installed MILP solvers Pyomo can use: "
+            f"{', '.join(installed_pyomo_solvers()) or 'none'} (HiGHS: pip install 'elasticopt[pyomo]')"
+        )
+
+
+@dataclass
+class _Model:
+    pyomo: Any  # the ConcreteModel
+    keys: list  # keys[i] = (job id, k, b) of option variable i
+    rows: np.ndarray  # option variable i is option cols[i] of job row rows[i]
+    cols: np.ndarray
+    infeasible: bool  # a job that may not idle has no option: no solve needed
+
+
+def build_pyomo_model(table: OptionTable) -> _Model:
+    """The readable Pyomo MILP of ``table`` (see the module docstring)."""
+    import pyomo.environ as pe
+
+    rows, cols = np.nonzero(table.valid)
+    ids = table.job_ids
+    keys = [(ids[j], int(table.gpus[j, o]), int(table.batch[j, o])) for j, o in zip(rows.tolist(), cols.tolist())]
+    gpus = dict(zip(keys, table.gpus[rows, cols].tolist()))
+    util = dict(zip(keys, table.utility[rows, cols].tolist()))
+    by_job: dict[str, list] = {jid: [] for jid in ids}
+    for key in keys:
+        by_job[key[0]].append(key)
+    must = {jid: not bool(table.idle_allowed[j]) for j, jid in enumerate(ids)}
+
+    m = pe.ConcreteModel(name="elasticopt_allocation")
+    m.JOBS = pe.Set(initialize=list(ids), ordered=True, doc="jobs")
+    m.OPTIONS = pe.Set(dimen=3, initialize=keys, ordered=True, doc="(job, gpus, batch): the options of every job")
+    # x[j, k, b] = 1 iff job j runs on k GPUs at global batch b (no option chosen = idle)
+    m.x = pe.Var(m.OPTIONS, domain=pe.Binary, doc="1 iff job j runs option (k, b)")
+
+    def one_choice(mm, jid):
+        opts = by_job[jid]
+        if not opts:
+            return pe.Constraint.Skip
+        expr = pe.quicksum(mm.x[key] for key in opts)
+        return expr == 1 if must[jid] else expr <= 1
+
+    m.one_choice = pe.Constraint(m.JOBS, rule=one_choice, doc="at most one option per job (exactly one if it may not idle)")
+    if keys:
+        m.capacity = pe.Constraint(expr=pe.quicksum(gpus[k] * m.x[k] for k in keys) <= int(table.capacity), doc="GPUs")
+    m.utility = pe.Objective(expr=pe.quicksum(util[k] * m.x[k] for k in keys), sense=pe.maximize, doc="integer utility")
+    infeasible = any(must[jid] and not by_job[jid] for jid in ids)
+    return _Model(m, keys, rows, cols, infeasible)
+
+
+def write_model(table: OptionTable, path: str | os.PathLike[str], fmt: str) -> Path:
+    """Write the Pyomo model of ``table`` as an LP or MPS file, atomically.
+
+    Parameters
+    ----------
+    table
+        The option table.
+    path
+        Destination file.
+    fmt
+        ``"lp"`` (CPLEX LP) or ``"mps"``.
+    """
+    from pyomo.opt import ProblemFormat
+
+    formats = {"lp": ProblemFormat.cpxlp, "mps": ProblemFormat.mps}
+    if fmt not in formats:
+        raise SolverError(f"export format must be one of {', '.join(formats)}, got {fmt!r}")
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    model = build_pyomo_model(table).pyomo
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix="." + fmt, dir=dest.parent)
+    os.close(fd)
+    try:
+        model.write(tmp, format=formats[fmt], io_options={"symbolic_solver_labels": True})
+        os.replace(tmp, dest)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return dest
+
+
+@register
+class PyomoMILP(Backend):
+    """The MILP as a Pyomo model, HiGHS or any solver Pyomo finds."""
+
+    name = "pyomo"
+    exact = True
+    requires = ("pyomo", "highspy")
+    extra = "pyomo"
+    description = "readable Pyomo MILP; HiGHS by default, any Pyomo solver by name"
+    default_options: Mapping[str, Any] = {"solver_name": DEFAULT_SOLVER, "solver_options": None, "tee": False}
+
+    def solve(self, table: OptionTable, *, time_limit_s: float | None = None, **options: Any) -> Solution:
+        """As :meth:`Backend.solve`; raises :class:`SolverError` when the Pyomo solver is missing."""
+        if self.available() and not set(options) - set(self.default_options):
+            check_solver(str(options.get("solver_name", DEFAULT_SOLVER)))
+        return super().solve(table, time_limit_s=time_limit_s, **options)
+
+    def build(self, table: OptionTable, options: Mapping[str, Any]) -> _Model:
+        return build_pyomo_model(table)
+
+    def run(self, model: _Model, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
+        if model.infeasible or not model.keys:
+            return None
+        name = str(options["solver_name"])
+        opt = _quiet_factory(name)
+        limit_key, proving = KNOWN_SOLVERS.get(name, (None, {}))
+        solver_opts = dict(proving)
+        solver_opts.update(options["solver_options"] or {})
+        kwargs: dict[str, Any] = {"load_solutions": False, "tee": bool(options["tee"])}
+        if time_limit_s is not None:
+            if limit_key is None:
+                kwargs["timelimit"] = float(time_limit_s)
+            else:
+                solver_opts[limit_key] = float(time_limit_s)
+        if name.startswith("appsi_") or name == "highs":
+            from elasticopt.solvers.milp import new_highs
+
+            new_highs()  # keep HiGHS's one-time banner off stdout
+        kwargs["options"] = solver_opts
+        results = opt.solve(model.pyomo, **kwargs)
+        return results
+
+    def extract(self, table: OptionTable, model: _Model, raw: Any) -> Outcome:
+        from pyomo.opt import SolutionStatus, TerminationCondition as TC
+
+        if raw is None:
+            return Outcome(Status.INFEASIBLE) if model.infeasible else empty_outcome(table)
+        results = raw
+        tc = results.solver.termination_condition
+        stats = {"termination": str(tc), "columns": len(model.keys)}
+        if tc in (TC.infeasible, TC.infeasibleOrUnbounded):
+            return Outcome(Status.INFEASIBLE, stats=stats)
+        ub = results.problem.upper_bound
+        dual = float(ub) if ub is not None and math.isfinite(float(ub)) else None
+        has_solution = len(results.solution) > 0 and results.solution(0).status in (
+            SolutionStatus.optimal,
+            SolutionStatus.feasible,
+            SolutionStatus.bestSoFar,
+            SolutionStatus.locallyOptimal,
+        )
+        limit = tc in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations, TC.userInterrupt, TC.resourceInterrupt)
+        if tc != TC.optimal and not limit:
+            return Outcome(Status.ERROR, message=f"Pyomo solver stopped with {tc}", stats=stats)
+        if not has_solution:
+            if tc == TC.optimal:
+                return Outcome(Status.ERROR, message="solver said optimal but returned no solution", stats=stats)
+            return Outcome(Status.LIMIT, bound=integer_bound(dual, None) if dual is not None else None,
+                           message="time limit hit before any solution", stats=stats)
+        model.pyomo.solutions.load_from(results)
+        xv = np.array([model.pyomo.x[k].value or 0.0 for k in model.keys], dtype=np.float64)
+        xr = np.rint(xv)
+        if xv.size and (float(np.abs(xv - xr).max()) > 1e-6 or ((xr != 0) & (xr != 1)).any()):
+            return Outcome(Status.ERROR, message="solver returned a non 0/1 solution", stats=stats)
+        on = np.flatnonzero(xr == 1)
+        choice = np.full(table.n_jobs, -1, dtype=np.int64)
+        choice[model.rows[on]] = model.cols[on]
+        obj, _ = table.objective_of(choice)
+        bound = integer_bound(dual, obj) if dual is not None else None
+        if tc == TC.optimal:
+            if bound is not None and bound > obj:
+                return Outcome(Status.LIMIT, choice=choice, bound=bound,
+                               message=f"solver said optimal but its bound {dual!r} is >= 1 above {obj}", stats=stats)
+            return Outcome(Status.OPTIMAL, choice=choice, bound=obj, stats=stats)
+        if bound == obj:  # stopped by the limit, but the integer bound already proves the optimum
+            return Outcome(Status.OPTIMAL, choice=choice, bound=obj, message="proven when the limit hit", stats=stats)
+        return Outcome(Status.LIMIT, choice=choice, bound=bound,
+                       message=f"Pyomo solver stopped ({tc}): best allocation found and bound", stats=stats)
