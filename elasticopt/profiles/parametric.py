@@ -120,6 +120,8 @@ class ParametricProfile:
     gpus_max: int | None = None
     min_local: int = 1
     meta: dict = field(default_factory=dict)
+    #: memo of samples_per_s: the profile is immutable and schedulers ask the same (k, b) at every event
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         where = f"profile {self.name!r}"
@@ -143,10 +145,15 @@ class ParametricProfile:
 
     def samples_per_s(self, gpus: int, batch: int) -> float | None:
         """Model samples/s; None for gpus < 1 or batch < gpus (no whole sample per GPU)."""
-        if gpus < 1 or batch < gpus:
-            return None
-        t = self.iteration_time_s(gpus, batch)
-        return batch / t if t > 0 and math.isfinite(t) else None
+        key = (gpus, batch)
+        if key in self._memo:
+            return self._memo[key]
+        out = None
+        if gpus >= 1 and batch >= gpus:
+            t = self.iteration_time_s(gpus, batch)
+            out = batch / t if t > 0 and math.isfinite(t) else None
+        self._memo[key] = out
+        return out
 
     def candidates(self, gpus_max: int, batch_min: int, batch_max: int) -> list[tuple[int, int]]:
         """Power-of-two grid (see :func:`~elasticopt.profiles.grid.grid_candidates`)."""
