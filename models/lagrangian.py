@@ -98,7 +98,9 @@ def _gpus_of(table: OptionTable, choice: np.ndarray) -> int:
     return int(table.gpus[rows, choice[rows]].sum())
 
 
-def lagrangian_bound(table: OptionTable, iterations: int = 60) -> tuple[float, float, np.ndarray]:
+def lagrangian_bound(
+    table: OptionTable, iterations: int = 60, lag: "_Lag | None" = None
+) -> tuple[float, float, np.ndarray]:
     """Minimise L(λ) over λ >= 0 (float; see :func:`reduced_cost_fixing` for the exact use).
 
     L is convex and piecewise linear, so a one-dimensional cutting-plane method
@@ -115,7 +117,7 @@ def lagrangian_bound(table: OptionTable, iterations: int = 60) -> tuple[float, f
         smallest λ tried whose choice fits the capacity (feasible unless the
         table is infeasible).
     """
-    lag = _Lag(table)
+    lag = lag if lag is not None else _Lag(table)
     G = table.capacity
     v0, ch0, k0 = lag.value(0.0)
     if k0 <= G:
@@ -185,12 +187,12 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     n = table.n_jobs
     if table.width == 0 or not (table.valid.any(axis=1) | table.idle_allowed).all():
         return None  # nothing to fix, or a job that must run has no option: infeasible
-    bound_f, lam, ch = lagrangian_bound(table)
+    lag = _Lag(table)
+    bound_f, lam, ch = lagrangian_bound(table, lag=lag)
     if _gpus_of(table, ch) > table.capacity:
         return None
     inc = _improve(table, ch)
     inc_val, _ = table.objective_of(inc)
-    lag = _Lag(table)
     best, _, _ = lag.scores(lam)
     bound_f = lam * table.capacity + float(best.sum())
     s = lag.u - lam * lag.k

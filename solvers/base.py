@@ -50,11 +50,14 @@ class Outcome:
 
 def choice_to_allocation(table: OptionTable, choice: np.ndarray) -> dict[str, tuple[int, int] | None]:
     """Map option indices (-1 = idle) to ``job id -> (gpus, batch) | None``."""
-    out: dict[str, tuple[int, int] | None] = {}
-    for j, jid in enumerate(table.job_ids):
-        o = int(choice[j])
-        out[jid] = None if o < 0 else (int(table.gpus[j, o]), int(table.batch[j, o]))
-    return out
+    choice = np.asarray(choice, dtype=np.int64)
+    if table.width == 0:
+        return {jid: None for jid in table.job_ids}
+    ar = np.arange(table.n_jobs)
+    idx = np.maximum(choice, 0)
+    ks = table.gpus[ar, idx].tolist()
+    bs = table.batch[ar, idx].tolist()
+    return {jid: (None if o < 0 else (k, b)) for jid, o, k, b in zip(table.job_ids, choice.tolist(), ks, bs)}
 
 
 def _check_choice(table: OptionTable, choice: np.ndarray) -> str:
