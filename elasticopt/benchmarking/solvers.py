@@ -129,7 +129,10 @@ def resolve_solvers(solvers: Iterable[Any] | str | None = None) -> list[SolverSp
 
 
 def parse_option_value(text: str) -> Any:
-    """A command-line option value: JSON where it parses (numbers, true/false), else the string."""
+    """A command-line option value: JSON where it parses (numbers, true/false), True/False/None, else the string."""
+    words = {"true": True, "false": False, "none": None, "null": None}
+    if text.lower() in words:
+        return words[text.lower()]
     try:
         return json.loads(text)
     except json.JSONDecodeError:

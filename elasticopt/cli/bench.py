@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rich.markup import escape
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -148,7 +149,7 @@ def summary_table(result: BenchResult) -> Table:
         ops = "-"
         if s.median_dp_ops_per_s is not None:
             ops = f"{s.median_dp_ops_per_s:.2e} ({s.median_dp_ops_fraction:.3f})"
-        t.add_row(s.family, f"{s.n} x {s.G}", s.solver, str(s.runs), s.statuses, _t(s.median_total_s),
+        t.add_row(s.family, f"{s.n} x {s.G}", escape(s.solver), str(s.runs), s.statuses, _t(s.median_total_s),
                   _t(s.median_solve_s), _t(s.median_warmup_s), _ratio(s.ratio_to_dp), agree, ops)
     return t
 
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     limit = args.time_limit_s if args.time_limit_s and args.time_limit_s > 0 else None
     console = Console(width=max(Console().width, 160))
     console.print(f"[bold]{len(specs)}[/] instance(s) x [bold]{len(solvers)}[/] solver(s) "
-                  f"({', '.join(s.label for s in solvers)}), {args.repeats} repeat(s)"
+                  f"({escape(', '.join(s.label for s in solvers))}), {args.repeats} repeat(s)"
                   f"{'' if args.no_warmup else ' + warm-up'}, time limit {limit or 'none'} s", highlight=False)
     total = count_solves(len(specs), len(solvers), args.repeats, not args.no_warmup)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -190,12 +191,12 @@ def run(args: argparse.Namespace) -> int:
     if len(result.instances) > len(shown):
         console.print(f"... {len(result.instances) - len(shown)} more instance(s) in results.json", highlight=False)
     for line in result.disagreements:
-        console.print(f"[bold red]DISAGREEMENT {line}[/]", highlight=False)
+        console.print(f"[bold red]DISAGREEMENT {escape(line)}[/]", highlight=False)
     for r in result.verification_failures:
-        console.print(f"[bold red]VERIFY FAILED {r.instance} {r.solver} #{r.repeat}: {r.verify_errors}[/]",
+        console.print(f"[bold red]VERIFY FAILED {escape(r.instance)} {escape(r.solver)} #{r.repeat}: {escape(str(r.verify_errors))}[/]",
                       highlight=False)
     for r in result.errors:
-        console.print(f"[yellow]ERROR {r.instance} {r.solver} #{r.repeat}: {r.message}[/]", highlight=False)
+        console.print(f"[yellow]ERROR {escape(r.instance)} {escape(r.solver)} #{r.repeat}: {escape(r.message)}[/]", highlight=False)
     if args.out:
         paths = write_results(result, args.out, plots=not args.no_plots)
         console.print("wrote " + ", ".join(str(p) for p in paths), highlight=False)
