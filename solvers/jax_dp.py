@@ -7,9 +7,12 @@ CPU), keeps the running max and an int8 argmax row.  A reverse ``lax.scan``
 walks the argmax table back from p = G.
 
 Everything is int64 inside a ``jax.enable_x64`` context (int32 would overflow
-silently past 2**31).  Shapes are padded to buckets (jobs, options, GPUs) and G
-is a traced argument, so one compiled function serves every problem of a
-bucket: repeated solves do not recompile.
+silently past 2**31).  Jobs are scanned in chunks of fixed sizes (512, 64, 8)
+with F carried from chunk to chunk, options are padded to a bucket, the GPU
+axis to a bucket of the problem's full cluster size, and G is a traced
+argument: one compiled kernel pair per (chunk, options bucket, cluster bucket)
+serves every problem, so a scheduler re-solving at every event does not
+recompile.
 """
 
 from __future__ import annotations
@@ -45,9 +48,26 @@ def bucket(x: int, minimum: int = 8, steps: int = 16) -> int:
     return -(-x // grain) * grain
 
 
-@functools.lru_cache(maxsize=64)
-def _kernel(n_pad: int, width: int, length: int, arg_dtype: str):
-    """The jitted DP for one bucket shape (cached; jax caches the compile too)."""
+#: Jobs are scanned in chunks of these sizes (largest first), so the compiled shapes do
+#: not depend on the number of jobs: one kernel pair per (chunk, width, length) serves all n.
+CHUNKS: tuple[int, ...] = (512, 64, 8)
+
+
+def chunk_plan(n: int) -> list[int]:
+    """Chunk sizes covering ``n`` jobs: greedy in :data:`CHUNKS`, the last padded."""
+    plan: list[int] = []
+    rest = n
+    for c in CHUNKS[:-1]:
+        plan += [c] * (rest // c)
+        rest -= c * (rest // c)
+    small = CHUNKS[-1]
+    plan += [small] * (-(-rest // small))
+    return plan or [small]
+
+
+@functools.lru_cache(maxsize=256)
+def _kernels(chunk: int, width: int, length: int, arg_dtype: str):
+    """Jitted forward and backward scans over one chunk of jobs (cached per shape)."""
     import jax
     import jax.numpy as jnp
     from jax import lax
@@ -73,13 +93,13 @@ def _kernel(n_pad: int, width: int, length: int, arg_dtype: str):
         k = jnp.where(o >= 0, g_row[jnp.maximum(o, 0)], 0)
         return p - k, o
 
-    def solve(gpus, util, idle, G):
-        F0 = jnp.zeros(length, dtype=jnp.int64)
-        F, args = lax.scan(forward, F0, (gpus, util, idle))
-        _, choice = lax.scan(backward, G, (args, gpus), reverse=True)
-        return F[G], choice
+    def fwd(F, gpus, util, idle):
+        return lax.scan(forward, F, (gpus, util, idle))
 
-    return jax.jit(solve)
+    def bwd(p, args, gpus):
+        return lax.scan(backward, p, (args, gpus), reverse=True)
+
+    return jax.jit(fwd), jax.jit(bwd)
 
 
 @register
@@ -96,7 +116,9 @@ class JaxDP(Backend):
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> dict[str, Any]:
         fix = reduced_cost_fixing(table) if options["fixing"] and table.n_jobs else None
         core = fix.core if fix is not None else table
-        model = self._arrays(core)
+        # pad the GPU axis for the problem's full cluster, so that capacity clipping and fixing
+        # (which vary from one scheduling decision to the next) never change the compiled shape
+        model = self._arrays(core, int(table.stats.get("capacity", table.capacity)))
         model["fix"] = fix
         model["core"] = core
         # the greedy incumbent already meets the Lagrangian bound: it is optimal, no DP needed
@@ -104,10 +126,11 @@ class JaxDP(Backend):
         return model
 
     @staticmethod
-    def _arrays(table: OptionTable) -> dict[str, Any]:
+    def _arrays(table: OptionTable, length_for: int) -> dict[str, Any]:
         n, K = table.gpus.shape
         G = table.capacity
-        n_pad, width, length = bucket(n, 8, 4), bucket(max(K, 1), 1, 4), bucket(G + 1, 8, 16)
+        plan = chunk_plan(n)
+        n_pad, width, length = sum(plan), bucket(max(K, 1), 1, 4), bucket(max(G, length_for) + 1, 8, 16)
         gpus = np.full((n_pad, width), length, dtype=np.int64)  # invalid options shift past the pad: unreachable
         util = np.full((n_pad, width), NEG, dtype=np.int64)
         idle = np.ones(n_pad, dtype=bool)  # padding jobs stay idle
@@ -116,18 +139,34 @@ class JaxDP(Backend):
         util[:n, :K] = np.where(valid, table.utility, NEG)
         idle[:n] = table.idle_allowed
         arg_dtype = "int8" if width <= 127 else "int16"
-        return {"gpus": gpus, "util": util, "idle": idle, "G": G, "shape": (n_pad, width, length), "dtype": arg_dtype}
+        return {"gpus": gpus, "util": util, "idle": idle, "G": G, "plan": plan, "width": width,
+                "length": length, "dtype": arg_dtype}
 
     def run(self, model: dict[str, Any], time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
         if model["skip"]:
             return None
         import jax
+        import jax.numpy as jnp
 
+        width, length, dtype = model["width"], model["length"], model["dtype"]
+        gpus, util, idle = model["gpus"], model["util"], model["idle"]
         with jax.enable_x64(True):
-            fn = _kernel(*model["shape"], model["dtype"])
-            best, choice = fn(model["gpus"], model["util"], model["idle"], np.int64(model["G"]))
-            best = int(best)
-            choice = np.asarray(choice)
+            F = jnp.zeros(length, dtype=jnp.int64)  # F[p]: best utility of the jobs so far on <= p GPUs
+            starts, args = [], []
+            s = 0
+            for c in model["plan"]:
+                fwd, _ = _kernels(c, width, length, dtype)
+                F, a = fwd(F, gpus[s : s + c], util[s : s + c], idle[s : s + c])
+                starts.append(s)
+                args.append(a)
+                s += c
+            best = int(F[model["G"]])
+            p = jnp.asarray(model["G"], dtype=jnp.int64)
+            choice = np.empty(s, dtype=np.int64)
+            for c, s0, a in zip(reversed(model["plan"]), reversed(starts), reversed(args)):
+                _, bwd = _kernels(c, width, length, dtype)
+                p, ch = bwd(p, a, gpus[s0 : s0 + c])
+                choice[s0 : s0 + c] = np.asarray(ch)
         return best, choice
 
     def extract(self, table: OptionTable, model: dict[str, Any], raw: Any) -> Outcome:

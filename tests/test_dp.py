@@ -6,7 +6,7 @@ from hypothesis import given
 
 from elasticopt.models import Cluster, Job, MeasuredThroughput, Problem, Running, compile_problem, load_instance
 from elasticopt.solvers import Status, solve, verify
-from elasticopt.solvers.jax_dp import _kernel, bucket
+from elasticopt.solvers.jax_dp import CHUNKS, _kernels, bucket, chunk_plan
 from elasticopt.testing.brute import brute_force
 from elasticopt.testing.strategies import problems, tiny_problems
 
@@ -116,7 +116,7 @@ def test_bucket_shapes():
     assert bucket(1000, 8, 4) == 1024 and bucket(4097) == 4352
 
 
-def test_jax_dp_does_not_recompile_within_a_bucket():
+def test_jax_dp_does_not_recompile_across_job_counts_and_clipping():
     rng = np.random.default_rng(1)
 
     def prob(n, G):
@@ -126,19 +126,36 @@ def test_jax_dp_does_not_recompile_within_a_bucket():
             jobs.append(Job(f"j{i}", MeasuredThroughput(pts), 32, 128, 32))
         return Problem(Cluster(G), tuple(jobs))
 
-    solve(prob(50, 60), "dp", reduce=False, fixing=False)
-    before = _kernel.cache_info()
-    compiled = _kernel(*_shape_of(prob(51, 61)))._cache_size()
-    for n, G in ((50, 61), (53, 60), (56, 61)):  # one bucket: 56 jobs x 62 GPU states x 3 options
-        sol = solve(prob(n, G), "dp", reduce=False, fixing=False)
-        assert sol.status is Status.OPTIMAL
-    after = _kernel.cache_info()
-    assert after.misses == before.misses  # same bucket -> same kernel
-    assert _kernel(*_shape_of(prob(51, 61)))._cache_size() == compiled  # and no new XLA compile
+    for fixing in (False, True):
+        solve(prob(600, 60), "dp", fixing=fixing)  # warm: chunks of 512, 64 and 8
+    before = _kernels.cache_info()
+    sizes = {key: tuple(f._cache_size() for f in _kernels(*key)) for key in _kernel_keys()}
+    for n in (3, 9, 70, 130, 590):  # different job counts; light load clips the capacity
+        for fixing in (False, True):
+            sol = solve(prob(n, 60), "dp", fixing=fixing)
+            assert sol.status is Status.OPTIMAL
+    after = _kernels.cache_info()
+    assert after.misses == before.misses  # no new kernel shape
+    assert {key: tuple(f._cache_size() for f in _kernels(*key)) for key in _kernel_keys()} == sizes  # no new XLA compile
 
 
-def _shape_of(problem):
-    from elasticopt.solvers.jax_dp import JaxDP
+def _kernel_keys():
+    return [(c, 3, bucket(61, 8, 16), "int8") for c in CHUNKS]
 
-    m = JaxDP().build(compile_problem(problem), {"fixing": False})
-    return (*m["shape"], m["dtype"])
+
+def test_chunk_plan():
+    assert chunk_plan(0) == [8] and chunk_plan(1) == [8] and chunk_plan(9) == [8, 8]
+    assert chunk_plan(600) == [512, 64, 8, 8, 8]
+    for n in range(0, 1200, 37):
+        plan = chunk_plan(n)
+        assert sum(plan) >= n and sum(plan) - n <= 8 and set(plan) <= set(CHUNKS)
+
+
+def test_regression_instance_from_the_simulator():
+    # a 3-job decision of the simulator on which an early fixing version of dp returned 80 GPUs on 32
+    p = load_instance("tests/data/dp_regression_3jobs.json")
+    ref = solve(p, "numpy-dp")
+    for fixing in (True, False):
+        sol = solve(p, "dp", fixing=fixing)
+        assert sol.status is Status.OPTIMAL and sol.objective == ref.objective
+        assert verify(p, sol).ok
