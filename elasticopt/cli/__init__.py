@@ -18,7 +18,7 @@ from elasticopt.errors import ElasticoptError
 __all__ = ["main", "build_parser", "SUBCOMMANDS"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("solve", "generate", "export", "bench")
+SUBCOMMANDS: tuple[str, ...] = ("solve", "generate", "export", "bench", "simulate", "launch")
 
 EPILOG = """examples:
   elasticopt solve instances/tiny.json                 solve with the jax DP, print the allocation

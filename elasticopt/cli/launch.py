@@ -1,0 +1,126 @@
+"""``elasticopt launch``: run real training jobs on this machine under the autoscaler.
+
+Examples::
+
+    elasticopt launch jobs.json --cpu-slots 2 --out runs/try1
+    elasticopt launch jobs.json --gpus 8 --policy elastic --solver dp --out runs/a
+    elasticopt launch jobs.json --gpus 8 --out runs/a      # again after a crash: resumes
+
+The JOBS_FILE format is described in :mod:`elasticopt.launcher.jobsfile`
+(``python -c "import elasticopt.launcher.jobsfile as j; help(j)"``).
+Ctrl-C stops every job at a checkpoint (a second Ctrl-C kills them); running
+the same command again resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``launch`` subcommand."""
+    p = subparsers.add_parser(
+        "launch",
+        help="run real training jobs on this machine under the autoscaler",
+        description="Run the jobs of JOBS_FILE (format elasticopt-jobs/1) as torchrun process groups on "
+        "this machine's GPUs (or CPU slots), started and rescaled by the autoscaler. Writes jobs.csv, "
+        "timeline.csv and summary.json like 'elasticopt simulate', plus workload.json to simulate the "
+        "same jobs. Re-running on the same --out resumes a run whose launcher was killed.",
+    )
+    p.add_argument("jobs_file", metavar="JOBS_FILE", help="JSON jobs file (format elasticopt-jobs/1)")
+    dev = p.add_mutually_exclusive_group()
+    dev.add_argument("--gpus", type=int, default=None, help="use the first N GPUs of this machine")
+    dev.add_argument("--cpu-slots", type=int, default=None,
+                     help="use N CPU slots (one core per worker) instead of GPUs")
+    p.add_argument("--policy", default="elastic", help="scheduling policy (default elastic)")
+    p.add_argument("--solver", default="dp", help="solver of the elastic policy (default dp)")
+    p.add_argument("--out", default="elasticopt-launch", help="run directory (default ./elasticopt-launch)")
+    p.add_argument("--restart-cost-s", type=float, default=10.0,
+                   help="seconds a start or rescale is charged by the autoscaler (default 10)")
+    p.add_argument("--tick-s", type=float, default=30.0,
+                   help="re-decide every N seconds with the measured rates (0: only on events)")
+    p.add_argument("--stop-timeout-s", type=float, default=120.0,
+                   help="kill a generation that has not stopped N s after being asked (default 120)")
+    p.add_argument("--max-restarts", type=int, default=3, help="crashes retried from a checkpoint (default 3)")
+    p.add_argument("--no-payback", action="store_true", help="do not veto rescales that do not pay back")
+    p.add_argument("--quiet", action="store_true", help="no live table")
+    p.set_defaults(func=run)
+    return p
+
+
+def _table(executor, scaler):
+    from rich.table import Table
+
+    from elasticopt.launcher.driver import job_rows
+
+    specs = [executor.jobs[j].spec for j in executor.jobs]
+    t = Table(title=f"elasticopt launch — t={executor.now_s():.0f}s, "
+                    f"{len(executor.pool.free())}/{executor.pool.size} {executor.pool.kind} free")  # fmt: skip
+    for col in ("job", "phase", "gen", "workers", "batch", "samples/s", "progress", "restarts", "lost"):
+        t.add_column(col, justify="left" if col in ("job", "phase") else "right")
+    for r in job_rows(executor, specs):
+        sps = f"{r['samples_per_s']:.0f}" if r["samples_per_s"] else "-"
+        t.add_row(r["id"], r["phase"], str(r["generation"]), str(r["gpus"]), str(r["batch"]), sps,
+                  f"{100 * r['progress']:.1f}%", str(r["restarts"]), str(r["lost"]))  # fmt: skip
+    return t
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the launch; returns 0 when every job completed, 1 if some failed, 130 if interrupted."""
+    import logging
+
+    from rich.console import Console
+    from rich.live import Live
+
+    from elasticopt.launcher.devices import DevicePool
+    from elasticopt.launcher.driver import LaunchConfig, launch
+    from elasticopt.launcher.jobsfile import load_jobs
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    specs = load_jobs(args.jobs_file)
+    pool = DevicePool.detect(gpus=args.gpus, cpu_slots_n=args.cpu_slots)
+    config = LaunchConfig(
+        policy=args.policy, solver=args.solver, restart_cost_s=args.restart_cost_s,
+        tick_s=args.tick_s or None, stop_timeout_s=args.stop_timeout_s, max_restarts=args.max_restarts,
+        payback=not args.no_payback,
+    )  # fmt: skip
+    console = Console(stderr=True)
+    console.print(f"launching {len(specs)} job(s) on {pool.size} {pool.kind} device(s) {list(pool.ids)}; "
+                  f"policy {args.policy}, solver {args.solver}; run directory {args.out}")  # fmt: skip
+    if args.quiet or not console.is_terminal:
+        result = launch(specs, args.out, pool, config)
+    else:
+        with Live(console=console, refresh_per_second=2) as live:
+            result = launch(specs, args.out, pool, config, on_update=lambda ex, sc: live.update(_table(ex, sc)))
+    m = result.summary["metrics"]
+    failed = [r for r in result.records if r.status == "failed"]
+    console.print(f"{m['completed']}/{m['jobs']} job(s) completed; mean JCT "
+                  f"{m['jct_mean_s'] if m['jct_mean_s'] is None else round(m['jct_mean_s'], 1)} s; "
+                  f"records in {result.out_dir}/jobs.csv, summary.json")  # fmt: skip
+    for r in failed:
+        console.print(f"job {r.job_id} failed: {result.summary['jobs'][r.job_id]['message']}")
+    if result.interrupted:
+        console.print("interrupted: jobs stopped at a checkpoint; run the same command again to resume")
+        return 130
+    return 1 if failed else 0
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """``python -m elasticopt.cli.launch JOBS_FILE ...`` (same as ``elasticopt launch``)."""
+    from elasticopt.errors import ElasticoptError
+
+    parser = argparse.ArgumentParser(prog="elasticopt")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["launch", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return int(args.func(args))
+    except ElasticoptError as exc:
+        print(f"elasticopt launch: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_main())

@@ -1,0 +1,183 @@
+"""``elasticopt simulate``: compare scheduling policies on a workload, or generate one.
+
+Examples::
+
+    elasticopt simulate --generate wl.csv --gpus 64 --jobs 300 --load 1.5 --seed 1
+    elasticopt simulate wl.csv --gpus 64 --policy elastic --policy fixed-batch --policy static \\
+        --restart-cost-s 30 --horizon-s 86400 --out results/
+    elasticopt simulate pollux/workloads/workload-6.csv --gpus 64 --gpus-per-node 4   # Pollux CSV
+    elasticopt simulate wl.csv --gpus 64 --policy my_module:MyPolicy                  # your policy
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+from elasticopt.errors import ValidationError
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers) -> None:
+    """Add the ``simulate`` subcommand."""
+    p = subparsers.add_parser(
+        "simulate",
+        help="simulate a cluster under several scheduling policies and compare them",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("workload", nargs="?", help="workload file: elasticopt .csv/.json (docs/workloads.md) "
+                   "or a Pollux CSV (name,time,application,num_replicas,batch_size)")
+    p.add_argument("--gpus", type=int, required=True, help="GPUs in the cluster")
+    p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
+    p.add_argument("--policy", action="append", dest="policies", metavar="NAME",
+                   help="policy name or module:Class; repeat to compare (default: elastic, fixed-batch, static)")
+    p.add_argument("--solver", default="dp", help="solver backend of elastic / fixed-batch (default dp)")
+    p.add_argument("--priority", default="arrival", choices=["arrival", "srpt"], help="tie-break order")
+    p.add_argument("--rescale-penalty", type=float, default=None, help="λ of DESIGN §2 (policy default if unset)")
+    p.add_argument("--restart-cost-s", type=float, default=30.0, help="seconds lost at every start/rescale")
+    p.add_argument("--horizon-s", type=float, default=None, help="stop at this time (default: all jobs done)")
+    p.add_argument("--tick-s", type=float, default=None, help="also re-decide every TICK seconds")
+    p.add_argument("--seed", type=int, default=0, help="seed (throughput noise; workload generation)")
+    p.add_argument("--noise", type=float, default=0.0,
+                   help="log-std of the true/believed throughput factor per job (default 0: exact belief)")
+    p.add_argument("--no-payback", action="store_true", help="disable the anti-thrashing veto")
+    p.add_argument("--out", type=Path, default=None, help="write jobs-*.csv, summary.json and plots here")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    g = p.add_argument_group("workload generation (--generate)")
+    g.add_argument("--generate", type=Path, metavar="OUT", help="write a generated workload (.csv/.json) and exit")
+    g.add_argument("--jobs", type=int, default=200, help="number of jobs (default 200)")
+    g.add_argument("--load", type=float, default=1.0, help="offered load: submitted GPU-demand / GPUs (default 1)")
+    g.add_argument("--networks", default=None, help="comma-separated profile names (default: the t4/* set)")
+    g.add_argument("--trace", type=Path, default=None, help="Philly trace CSV to sample (default: committed fit)")
+    g.add_argument("--duration-max-s", type=float, default=48 * 3600.0, help="clip durations (default 48 h)")
+    g.add_argument("--duration-scale", type=float, default=1.0, help="multiply every duration")
+    p.set_defaults(func=run)
+
+
+def _is_pollux(path: Path) -> bool:
+    if path.suffix.lower() != ".csv":
+        return False
+    with open(path, newline="") as fh:
+        header = next(csv.reader(fh), [])
+    return {"application", "num_replicas", "batch_size"} <= {h.strip() for h in header}
+
+
+def load_any(path: Path):
+    """Jobs of an elasticopt workload file or a Pollux CSV (detected by its header)."""
+    from elasticopt.scheduling.pollux import import_pollux
+    from elasticopt.scheduling.workload import load_workload
+
+    if path.is_file() and _is_pollux(path):
+        return import_pollux(path)
+    return load_workload(path)
+
+
+def _generate(args) -> int:
+    from elasticopt.scheduling.generator import generate_workload
+    from elasticopt.scheduling.workload import save_workload
+
+    nets = [n.strip() for n in args.networks.split(",")] if args.networks else None
+    jobs = generate_workload(args.jobs, args.gpus, args.load, seed=args.seed, networks=nets, trace=args.trace,
+                             duration_max_s=args.duration_max_s, duration_scale=args.duration_scale)
+    meta = {"generator": "elasticopt.scheduling.generator", "gpus": args.gpus, "load": args.load,
+            "seed": args.seed, "jobs": args.jobs}
+    save_workload(jobs, args.generate, meta=meta)
+    print(f"wrote {len(jobs)} jobs to {args.generate} (last arrival at {jobs[-1].arrival_s:.0f} s)")
+    return 0
+
+
+def _fmt_s(v):
+    if v is None:
+        return "-"
+    return f"{v / 3600:.2f} h" if v >= 3600 else f"{v:.0f} s"
+
+
+def _table(results):
+    from rich.table import Table
+
+    t = Table(title="policy comparison")
+    for col in ("policy", "done", "JCT mean", "JCT p50", "JCT p95", "JCT all*", "wait", "util", "makespan",
+                "rescales", "restart", "decide ms"):
+        t.add_column(col, justify="left" if col == "policy" else "right")
+    for r in results:
+        m = r.metrics
+        t.add_row(r.policy, f"{m.completed}/{m.jobs}", _fmt_s(m.jct_mean_s), _fmt_s(m.jct_median_s),
+                  _fmt_s(m.jct_p95_s), _fmt_s(m.jct_mean_all_s), _fmt_s(m.queue_delay_mean_s),
+                  f"{m.utilisation:.0%}", _fmt_s(m.makespan_s), str(m.rescales), _fmt_s(m.restart_s),
+                  f"{m.decision_s_mean * 1e3:.1f}/{m.decision_s_p95 * 1e3:.1f}")
+    return t
+
+
+def ratios(results) -> dict:
+    """elastic / fixed-batch ratios of jobs completed and mean JCT, when both ran."""
+    from elasticopt.scheduling.metrics import ratio
+
+    by = {r.policy: r.metrics for r in results}
+    if "elastic" not in by or "fixed-batch" not in by:
+        return {}
+    e, f = by["elastic"], by["fixed-batch"]
+    return {
+        "completed_elastic_over_fixed_batch": ratio(e.completed, f.completed),
+        "mean_jct_fixed_batch_over_elastic": ratio(f.jct_mean_s, e.jct_mean_s),
+        "mean_jct_all_fixed_batch_over_elastic": ratio(f.jct_mean_all_s, e.jct_mean_all_s),
+    }
+
+
+def run(args) -> int:
+    """Run the subcommand."""
+    if args.generate is not None:
+        return _generate(args)
+    if args.workload is None:
+        raise ValidationError("simulate", "a WORKLOAD file (or --generate OUT)", None)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from elasticopt.scheduling import SimulationConfig, get_policy, simulate
+    from elasticopt.scheduling.records import write_jobs_csv, write_summary_json, write_timeline_csv
+
+    jobs = load_any(Path(args.workload))
+    if not jobs:
+        raise ValidationError(str(args.workload), "at least one job", 0)
+    cfg = SimulationConfig(gpus=args.gpus, gpus_per_node=args.gpus_per_node, restart_cost_s=args.restart_cost_s,
+                           horizon_s=args.horizon_s, tick_s=args.tick_s, seed=args.seed,
+                           throughput_noise=args.noise, payback=not args.no_payback)
+    options = {"solver": args.solver, "priority": args.priority}
+    if args.rescale_penalty is not None:
+        options["rescale_penalty"] = args.rescale_penalty
+    names = args.policies or ["elastic", "fixed-batch", "static"]
+    policies = [get_policy(n, **options) for n in names]
+    console = Console(stderr=True)
+    results = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=args.quiet or not console.is_terminal) as bar:
+        for pol in policies:
+            task = bar.add_task(f"{pol.name:>14}", total=len(jobs))
+            res = simulate(jobs, pol, cfg, progress=lambda done, total, t=task: bar.update(t, completed=done))
+            results.append(res)
+    Console().print(_table(results))
+    print("JCT all*: mean with unfinished jobs counted at the end; wait: arrival to first start; "
+          "decide ms: policy wall time per decision, mean/p95")
+    rat = ratios(results)
+    if rat:
+        print("elastic vs fixed-batch: " + ", ".join(f"{k} = {v:.2f}" for k, v in rat.items() if v is not None))
+    if args.out is not None:
+        from elasticopt.scheduling.plots import plot_jct_cdf, plot_timeline
+
+        out = args.out
+        for res in results:
+            safe = res.policy.replace("/", "_").replace(":", "_")
+            write_jobs_csv(out / f"jobs-{safe}.csv", res.records)
+            write_timeline_csv(out / f"timeline-{safe}.csv", res.timeline)
+        write_summary_json(out / "summary.json", {
+            "workload": str(args.workload), "jobs": len(jobs), "config": cfg, "policy_options": options,
+            "metrics": {r.policy: r.metrics for r in results}, "ratios": rat,
+            "wall_s": {r.policy: r.wall_s for r in results},
+        })
+        plot_jct_cdf(results, out / "jct_cdf.png")
+        plot_timeline(results, out / "timeline.png")
+        print(f"wrote {out}/summary.json, jobs-*.csv, timeline-*.csv, jct_cdf.png, timeline.png", file=sys.stderr)
+    return 0

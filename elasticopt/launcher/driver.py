@@ -1,0 +1,217 @@
+"""The launch loop: jobs arrive, the autoscaler decides, the launcher runs them.
+
+:func:`launch` is what ``elasticopt launch`` runs (the CLI only adds the live
+display).  It writes the same files as the simulator (``jobs.csv``,
+``timeline.csv``, ``summary.json``; see :mod:`elasticopt.scheduling.records`)
+plus ``workload.json`` (the jobs' scheduling part, replayable with
+``elasticopt simulate``), so a real run and its simulation compare side by
+side.  Restarted on the same ``out_dir`` after being killed, it finds its jobs
+again (:meth:`LauncherExecutor.recover`): finished jobs stay finished,
+running generations are adopted, the others resume from their checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from elasticopt.launcher.devices import DevicePool
+from elasticopt.launcher.executor import LauncherExecutor
+from elasticopt.launcher.observed import ObservedThroughput
+from elasticopt.models import Cluster
+from elasticopt.scheduling.autoscaler import Autoscaler
+from elasticopt.scheduling.executor import JobSpec, Phase
+from elasticopt.scheduling.metrics import compute_metrics
+from elasticopt.scheduling.policies import get_policy
+from elasticopt.scheduling.records import JobRecord, write_jobs_csv, write_summary_json, write_timeline_csv
+from elasticopt.scheduling.workload import save_workload
+
+__all__ = ["LaunchConfig", "LaunchResult", "launch", "job_rows"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Settings of one launch."""
+
+    policy: str = "elastic"
+    solver: str = "dp"
+    restart_cost_s: float = 10.0
+    tick_s: float | None = 30.0
+    poll_s: float = 0.2
+    write_every_s: float = 5.0
+    stop_timeout_s: float = 120.0
+    max_restarts: int = 3
+    payback: bool = True
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    """What a launch produced."""
+
+    records: tuple[JobRecord, ...]
+    summary: dict[str, Any]
+    out_dir: Path
+    interrupted: bool = False
+
+
+def job_rows(executor: LauncherExecutor, specs: Sequence[JobSpec]) -> list[dict[str, Any]]:
+    """One row per job for a live display: id, phase, generation, workers, batch, samples/s, progress."""
+    rows = []
+    for spec in specs:
+        job = executor.jobs.get(spec.id)
+        if job is None:
+            rows.append({"id": spec.id, "phase": "waiting", "generation": 0, "gpus": 0, "batch": 0,
+                         "samples_per_s": None, "progress": 0.0, "restarts": 0, "lost": 0, "log": ""})  # fmt: skip
+            continue
+        rows.append({
+            "id": spec.id, "phase": job.phase.value, "generation": job.generation, "gpus": job.gpus,
+            "batch": job.batch, "samples_per_s": job.samples_per_s,
+            "progress": min(1.0, job.samples_done / spec.total_samples), "restarts": job.restarts,
+            "lost": job.lost_samples, "log": job.log_path,
+        })  # fmt: skip
+    return rows
+
+
+def _records(scaler: Autoscaler, executor: LauncherExecutor, specs: Sequence[JobSpec]) -> list[JobRecord]:
+    """The autoscaler's records, plus jobs an earlier launcher already finished."""
+    by_id = {r.job_id: r for r in scaler.records()}
+    out = []
+    for spec in specs:
+        if spec.id in by_id:
+            out.append(by_id[spec.id])
+            continue
+        job = executor.jobs.get(spec.id)
+        if job is None or job.phase not in (Phase.COMPLETED, Phase.FAILED):
+            continue  # not arrived yet
+        rec = executor.journal.state.job(spec.id)
+        out.append(JobRecord(
+            job_id=spec.id, profile=spec.throughput.name, status=job.phase.value, arrival_s=spec.arrival_s,
+            first_start_s=rec.first_start_s, completion_s=job.end_s if job.phase is Phase.COMPLETED else None,
+            total_samples=float(spec.total_samples), samples_done=job.samples_done,
+            submitted_gpus=spec.submitted_gpus, submitted_batch=spec.batch_submitted,
+            final_gpus=rec.gpus, final_batch=rec.batch, starts=rec.generation, rescales=rec.rescales,
+            stops=0, restart_s=0.0, gpu_s=0.0,
+        ))  # fmt: skip
+    return out
+
+
+def _write(out: Path, scaler: Autoscaler, executor: LauncherExecutor, specs: Sequence[JobSpec],
+           config: LaunchConfig, pool: DevicePool) -> tuple[list[JobRecord], dict[str, Any]]:
+    records = _records(scaler, executor, specs)
+    end_s = executor.now_s()
+    metrics = compute_metrics(records, scaler.timeline, scaler.decisions, pool.size, end_s)
+    per_job = {}
+    for spec in specs:
+        job = executor.jobs.get(spec.id)
+        if job is None:
+            continue
+        per_job[spec.id] = {
+            "phase": job.phase.value, "generations": job.generation, "restarts": job.restarts,
+            "lost_samples": job.lost_samples, "rescale_downtime_s": job.downtimes_s,
+            "message": job.message, "log": job.log_path,
+            "measured_samples_per_s": [[k, b, t] for (k, b), t in sorted(
+                getattr(job.spec.throughput, "observed", {}).items())],
+        }  # fmt: skip
+    downs = [d for j in per_job.values() for d in j["rescale_downtime_s"]]
+    summary = {
+        "mode": "launcher",
+        "policy": config.policy,
+        "solver": config.solver,
+        "config": dataclasses.asdict(config),
+        "devices": {"kind": pool.kind, "ids": list(pool.ids)},
+        "metrics": metrics.to_dict(),
+        "rescale_downtime_median_s": statistics.median(downs) if downs else None,
+        "jobs": per_job,
+    }
+    write_jobs_csv(out / "jobs.csv", records)
+    write_timeline_csv(out / "timeline.csv", scaler.timeline)
+    write_summary_json(out / "summary.json", summary)
+    return records, summary
+
+
+def launch(
+    specs: Sequence[JobSpec],
+    out_dir: str | os.PathLike[str],
+    pool: DevicePool,
+    config: LaunchConfig = LaunchConfig(),
+    *,
+    on_update: Callable[[LauncherExecutor, Autoscaler], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> LaunchResult:
+    """Run ``specs`` on ``pool`` under the autoscaler until every job completed or failed.
+
+    Parameters
+    ----------
+    specs
+        The jobs (payload: script, args, mode...; see :mod:`elasticopt.launcher.jobsfile`).
+    out_dir
+        Run directory (journal, job directories, records).  Reusing the
+        directory of a killed launcher resumes its run.
+    pool
+        Devices to use.
+    config
+        Policy, solver, restart cost, tick period and the launcher's settings.
+    on_update
+        Called after every poll (live display).
+    should_stop
+        Polled; when it returns True every job is stopped at a checkpoint and
+        the launch returns with ``interrupted=True`` (a later launch resumes).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    specs = [dataclasses.replace(s, throughput=s.throughput if isinstance(s.throughput, ObservedThroughput)
+                                 else ObservedThroughput(s.throughput)) for s in specs]  # fmt: skip
+    save_workload([dataclasses.replace(s, throughput=s.throughput.prior, payload={}) for s in specs],
+                  out / "workload.json", meta={"from": "elasticopt launch"})  # fmt: skip
+    executor = LauncherExecutor(out, pool, stop_timeout_s=config.stop_timeout_s, max_restarts=config.max_restarts)
+    policy = get_policy(config.policy, solver=config.solver, payback=config.payback)
+    cluster = Cluster(pool.size, gpus_per_node=pool.size)
+    scaler = Autoscaler(executor, cluster, policy, restart_cost_s=config.restart_cost_s, payback=config.payback)
+    by_id = {s.id: s for s in specs}
+    executor.recover(by_id)
+    # jobs already finished by an earlier launcher are not submitted again
+    pending = [s for s in sorted(specs, key=lambda s: s.arrival_s)
+               if s.id not in executor.jobs or executor.jobs[s.id].phase not in (Phase.COMPLETED, Phase.FAILED)]
+    interrupted = False
+    next_tick = executor.now_s() + config.tick_s if config.tick_s else None
+    next_write = 0.0
+    try:
+        while True:
+            now = executor.now_s()
+            arrived = [s for s in pending if s.arrival_s <= now]
+            if arrived:
+                pending = pending[len(arrived):]
+                scaler.submit_many(arrived)
+            executor.poll()
+            if next_tick is not None and now >= next_tick and scaler.active_ids:
+                scaler.tick()
+                next_tick = now + config.tick_s
+            if on_update is not None:
+                on_update(executor, scaler)
+            if now >= next_write:
+                _write(out, scaler, executor, specs, config, pool)
+                next_write = now + config.write_every_s
+            if not pending and not scaler.active_ids:
+                break
+            if should_stop is not None and should_stop():
+                interrupted = True
+                break
+            time.sleep(config.poll_s)
+    except KeyboardInterrupt:
+        interrupted = True
+    if interrupted:
+        try:
+            executor.shutdown(timeout_s=config.stop_timeout_s)
+        except KeyboardInterrupt:
+            executor.shutdown(timeout_s=0, kill=True)
+    records, summary = _write(out, scaler, executor, specs, config, pool)
+    return LaunchResult(tuple(records), summary, out, interrupted)

@@ -1,0 +1,1 @@
+"""elasticopt subpackage."""

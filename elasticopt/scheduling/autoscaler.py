@@ -1,0 +1,365 @@
+"""The autoscaler: events -> policy -> actions -> executor (DESIGN §4).
+
+It reacts to job arrivals (:meth:`Autoscaler.submit`), completions and
+failures (executor callbacks) and optional periodic ticks
+(:meth:`Autoscaler.tick`).  At each, it takes a :class:`Snapshot`, asks the
+policy for a target, checks it (capacity, feasibility), vetoes rescales that
+would not pay back their restart cost, orders the changes so GPUs are
+released before they are taken (:func:`plan_actions`) and applies them to the
+executor.  It cannot tell a simulated executor from a real one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from elasticopt.errors import ValidationError
+from elasticopt.models import Cluster
+from elasticopt.scheduling.actions import Action, pays_back, plan_actions
+from elasticopt.scheduling.executor import Executor, JobSpec, Phase
+from elasticopt.scheduling.policies.base import Policy
+from elasticopt.scheduling.records import JobRecord, TimelinePoint
+from elasticopt.scheduling.state import Allocation, JobState, Snapshot, cached, option_error
+
+__all__ = ["Autoscaler", "Decision", "check_allocation"]
+
+log = logging.getLogger(__name__)
+Option = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One scheduling round.
+
+    ``decision_s`` is the wall time of ``policy.allocate`` (problem build +
+    solve); ``solver_s`` what the solver itself reported.  ``vetoed`` lists
+    the jobs whose planned rescale was cancelled by the payback rule.
+    """
+
+    time_s: float
+    reason: str
+    queued: int
+    running: int
+    decision_s: float
+    solver_s: float
+    actions: tuple[Action, ...]
+    vetoed: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+
+
+@dataclass
+class _Track:
+    spec: JobSpec
+    status: str = "queued"
+    first_start_s: float | None = None
+    completion_s: float | None = None
+    alloc: Option | None = None
+    last_alloc: Option | None = None
+    alloc_since_s: float = 0.0
+    last_change_s: float | None = None
+    starts: int = 0
+    rescales: int = 0
+    stops: int = 0
+    restart_s: float = 0.0
+    gpu_s: float = 0.0
+    samples_done: float = 0.0
+
+
+def check_allocation(snapshot: Snapshot, allocation: Allocation, policy_name: str = "policy") -> None:
+    """Raise ValidationError unless the allocation fits the cluster and every option is feasible."""
+    active = {j.id: j for j in snapshot.jobs}
+    used = 0
+    for jid, kb in allocation.assignments.items():
+        if jid not in active:
+            raise ValidationError(f"{policy_name}.allocation[{jid!r}]", "an active job id", jid)
+        if kb is None:
+            continue
+        k, b = kb
+        why = option_error(active[jid].spec, k, b, snapshot.cluster.gpus)
+        if why is not None:
+            raise ValidationError(f"{policy_name}.allocation[{jid!r}]", "a feasible option", kb, hint=why)
+        used += k
+    if used > snapshot.cluster.gpus:
+        raise ValidationError(
+            f"{policy_name}.allocation", f"at most {snapshot.cluster.gpus} GPUs in total", used
+        )
+
+
+class Autoscaler:
+    """Drives an :class:`Executor` with a :class:`Policy`.
+
+    Parameters
+    ----------
+    executor
+        Simulated or real; the autoscaler registers itself as its listener.
+    cluster
+        The GPUs it may hand out.
+    policy
+        Any object with ``allocate(snapshot) -> Allocation``.
+    restart_cost_s
+        Default seconds without progress charged at every start and rescale
+        (a job's own ``JobSpec.restart_cost_s`` wins); passed to the executor
+        in the job spec.
+    payback
+        Veto any non-shrinking rescale that would not finish the job sooner
+        despite its restart cost (:func:`pays_back`).
+    payback_margin
+        Safety factor of the payback rule.
+    on_decision
+        Optional callback after every decision.
+    """
+
+    def __init__(
+        self,
+        executor: Executor,
+        cluster: Cluster,
+        policy: Policy,
+        *,
+        restart_cost_s: float = 30.0,
+        payback: bool = True,
+        payback_margin: float = 1.0,
+        on_decision: Callable[[Decision], None] | None = None,
+    ):
+        if restart_cost_s < 0:
+            raise ValidationError("restart_cost_s", "a number >= 0", restart_cost_s)
+        self.executor = executor
+        self.cluster = cluster
+        self.policy = policy
+        self.restart_cost_s = float(restart_cost_s)
+        self.payback = payback
+        self.payback_margin = payback_margin
+        self.on_decision = on_decision
+        self.decisions: list[Decision] = []
+        self.timeline: list[TimelinePoint] = []
+        self.measured: dict[str, dict[Option, float]] = {}
+        self._tracks: dict[str, _Track] = {}
+        self._active: dict[str, None] = {}  # insertion (arrival) order
+        self._lock = threading.RLock()
+        self._busy = False
+        self._again: str | None = None
+        executor.set_listener(self)
+
+    # ---- events -------------------------------------------------------
+    def submit(self, spec: JobSpec, *, reschedule: bool = True) -> Decision | None:
+        """A job arrives; reschedule unless ``reschedule=False`` (batching arrivals)."""
+        with self._lock:
+            if spec.id in self._tracks:
+                raise ValidationError(f"job {spec.id!r}", "a job id not submitted before", spec.id)
+            spec = dataclasses.replace(
+                spec,
+                throughput=cached(spec.throughput),
+                restart_cost_s=self.restart_cost_s if spec.restart_cost_s is None else spec.restart_cost_s,
+            )
+            self._tracks[spec.id] = _Track(spec=spec, alloc_since_s=self.executor.now_s())
+            self._active[spec.id] = None
+            return self.reschedule("arrival") if reschedule else None
+
+    def submit_many(self, specs: Iterable[JobSpec]) -> Decision | None:
+        """Several jobs arrive at once: one decision for all of them."""
+        with self._lock:
+            for spec in specs:
+                self.submit(spec, reschedule=False)
+            return self.reschedule("arrival")
+
+    def tick(self) -> Decision | None:
+        """A periodic re-decision."""
+        return self.reschedule("tick")
+
+    def on_completed(self, job_id: str, time_s: float) -> None:
+        """Executor callback: the job processed all its samples."""
+        self._finish(job_id, time_s, "completed")
+
+    def on_failed(self, job_id: str, time_s: float, reason: str) -> None:
+        """Executor callback: the job failed for good."""
+        log.warning("job %s failed at %.1fs: %s", job_id, time_s, reason)
+        self._finish(job_id, time_s, "failed")
+
+    def on_throughput(self, job_id: str, gpus: int, batch: int, samples_per_s: float) -> None:
+        """Executor callback: a measured rate, kept in :attr:`measured`."""
+        with self._lock:
+            self.measured.setdefault(job_id, {})[(gpus, batch)] = samples_per_s
+
+    def _finish(self, job_id: str, time_s: float, status: str) -> None:
+        with self._lock:
+            tr = self._tracks.get(job_id)
+            if tr is None or job_id not in self._active:
+                return
+            self._set_alloc(tr, None, time_s)
+            tr.status = status
+            tr.completion_s = time_s if status == "completed" else None
+            tr.samples_done = tr.spec.total_samples if status == "completed" else self._done(job_id)
+            del self._active[job_id]
+            self.reschedule(status)
+
+    # ---- state --------------------------------------------------------
+    def _done(self, job_id: str) -> float:
+        return float(self.executor.progress(job_id).samples_done)
+
+    def snapshot(self) -> Snapshot:
+        """The active jobs as the executor reports them, in arrival order."""
+        with self._lock:
+            now = self.executor.now_s()
+            states = []
+            for jid in self._active:
+                tr = self._tracks[jid]
+                p = self.executor.progress(jid)
+                phase = p.phase if p.gpus > 0 else Phase.QUEUED
+                states.append(
+                    JobState(
+                        spec=tr.spec,
+                        phase=phase,
+                        gpus=p.gpus,
+                        batch=p.batch,
+                        samples_done=float(p.samples_done),
+                        since_rescale_s=None if tr.last_change_s is None else now - tr.last_change_s,
+                        restart_cost_s=float(tr.spec.restart_cost_s or 0.0),
+                    )
+                )
+            return Snapshot(time_s=now, cluster=self.cluster, jobs=tuple(states))
+
+    @property
+    def active_ids(self) -> tuple[str, ...]:
+        """Ids of the jobs not yet completed or failed, in arrival order."""
+        return tuple(self._active)
+
+    @property
+    def gpus_in_use(self) -> int:
+        """GPUs the autoscaler has handed out."""
+        return sum(self._tracks[j].alloc[0] for j in self._active if self._tracks[j].alloc)
+
+    def _set_alloc(self, tr: _Track, alloc: Option | None, now: float) -> None:
+        if tr.alloc is not None:
+            tr.gpu_s += tr.alloc[0] * (now - tr.alloc_since_s)
+        tr.alloc = alloc
+        if alloc is not None:
+            tr.last_alloc = alloc
+        tr.alloc_since_s = now
+        tr.status = "queued" if alloc is None else "running"
+
+    # ---- the decision -------------------------------------------------
+    def reschedule(self, reason: str = "manual") -> Decision | None:
+        """Ask the policy, check its target, apply the changes; returns the last decision."""
+        with self._lock:
+            if self._busy:  # an executor callback during our own actions: decide again after
+                self._again = reason
+                return None
+            self._busy = True
+            try:
+                decision = self._decide(reason)
+                while self._again is not None:
+                    again, self._again = self._again, None
+                    decision = self._decide(again)
+            finally:
+                self._busy = False
+            return decision
+
+    def _decide(self, reason: str) -> Decision:
+        snap = self.snapshot()
+        now = snap.time_s
+        t0 = time.perf_counter()
+        alloc = self.policy.allocate(snap) if snap.jobs else Allocation({})
+        decision_s = time.perf_counter() - t0
+        check_allocation(snap, alloc, getattr(self.policy, "name", "policy"))
+        current = {j.id: j.allocation for j in snap.jobs}
+        target = {j.id: alloc.get(j.id) for j in snap.jobs}
+        vetoed = self._veto(snap, target) if self.payback else []
+        order = {jid: i for i, jid in enumerate(self._active)}
+        actions = plan_actions(current, target, order)
+        failed = []
+        for act in actions:
+            if not self._apply(act, now):
+                failed.append(act.job_id)
+        d = Decision(
+            time_s=now,
+            reason=reason,
+            queued=sum(1 for j in self._active if self._tracks[j].alloc is None),
+            running=sum(1 for j in self._active if self._tracks[j].alloc is not None),
+            decision_s=decision_s,
+            solver_s=float(alloc.solver_s),
+            actions=tuple(actions),
+            vetoed=tuple(vetoed),
+            failed=tuple(failed),
+        )
+        self.decisions.append(d)
+        self.timeline.append(TimelinePoint(now, self.gpus_in_use, d.running, d.queued))
+        if self.on_decision is not None:
+            self.on_decision(d)
+        return d
+
+    def _veto(self, snap: Snapshot, target: dict[str, Option | None]) -> list[str]:
+        vetoed = []
+        for st in snap.running:
+            tgt = target.get(st.id)
+            if tgt is None or tgt == st.allocation or tgt[0] < st.gpus:
+                continue  # stops and shrinks release GPUs: never vetoed
+            rate_now = st.samples_per_s or 0.0
+            rate_new = st.spec.throughput.samples_per_s(*tgt) or 0.0
+            if not pays_back(st.remaining_samples, rate_now, rate_new, st.restart_cost_s, self.payback_margin):
+                target[st.id] = st.allocation
+                vetoed.append(st.id)
+        return vetoed
+
+    def _apply(self, act: Action, now: float) -> bool:
+        tr = self._tracks[act.job_id]
+        cost = float(tr.spec.restart_cost_s or 0.0)
+        if act.kind == "start":
+            ok = self.executor.start(tr.spec, act.gpus, act.batch)
+            if ok:
+                tr.starts += 1
+                tr.restart_s += cost
+                if tr.first_start_s is None:
+                    tr.first_start_s = now
+        elif act.kind == "rescale":
+            ok = self.executor.rescale(act.job_id, act.gpus, act.batch)
+            if ok:
+                tr.rescales += 1
+                tr.restart_s += cost
+        else:
+            ok = self.executor.stop(act.job_id)
+            if ok:
+                tr.stops += 1
+        if ok:
+            self._set_alloc(tr, None if act.kind == "stop" else (act.gpus, act.batch), now)
+            tr.last_change_s = now
+        else:
+            log.warning("executor refused %s of job %s", act.kind, act.job_id)
+        return ok
+
+    # ---- results ------------------------------------------------------
+    def records(self) -> list[JobRecord]:
+        """One record per submitted job, in submission order (GPU-seconds up to now)."""
+        with self._lock:
+            now = self.executor.now_s()
+            out = []
+            for jid, tr in self._tracks.items():
+                active = jid in self._active
+                gpu_s = tr.gpu_s + (tr.alloc[0] * (now - tr.alloc_since_s) if tr.alloc else 0.0)
+                done = self._done(jid) if active else tr.samples_done
+                spec = tr.spec
+                out.append(
+                    JobRecord(
+                        job_id=jid,
+                        profile=spec.throughput.name,
+                        status=tr.status,
+                        arrival_s=spec.arrival_s,
+                        first_start_s=tr.first_start_s,
+                        completion_s=tr.completion_s,
+                        total_samples=float(spec.total_samples),
+                        samples_done=float(done),
+                        submitted_gpus=spec.submitted_gpus,
+                        submitted_batch=spec.batch_submitted,
+                        final_gpus=tr.last_alloc[0] if tr.last_alloc else 0,
+                        final_batch=tr.last_alloc[1] if tr.last_alloc else 0,
+                        starts=tr.starts,
+                        rescales=tr.rescales,
+                        stops=tr.stops,
+                        restart_s=tr.restart_s,
+                        gpu_s=gpu_s,
+                    )
+                )
+            return out

@@ -1,0 +1,136 @@
+"""``elastic``: the paper's policy — (k, b) of every job chosen by an exact solver."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from elasticopt.errors import SolverError
+from elasticopt.models import Problem
+from elasticopt.scheduling.actions import pays_back
+from elasticopt.scheduling.policies.base import priority_order, register_policy
+from elasticopt.scheduling.state import Allocation, JobState, Snapshot, to_model_job
+from elasticopt.solvers import Status, solve
+
+__all__ = ["ElasticPolicy", "payback_filter"]
+
+
+def payback_filter(state: JobState, margin: float = 1.0) -> Callable[[int, int], bool] | None:
+    """Options of a running job that do not thrash (None for a queued job).
+
+    Shrinks (fewer GPUs) are always allowed: they free GPUs for others.  Any
+    other change must finish the job sooner despite its restart cost
+    (:func:`~elasticopt.scheduling.actions.pays_back`); the autoscaler applies
+    the same rule, so the solver does not plan GPUs that would stay unused.
+    """
+    if not state.is_running:
+        return None
+    rate_now = state.samples_per_s or 0.0
+    k_now = state.gpus
+    remaining = state.remaining_samples
+    cost = state.restart_cost_s
+    model = state.spec.throughput
+
+    def allowed(k: int, b: int) -> bool:
+        if k < k_now:
+            return True
+        t = model.samples_per_s(k, b)
+        return t is not None and pays_back(remaining, rate_now, t, cost, margin)
+
+    return allowed
+
+
+@register_policy("elastic")
+class ElasticPolicy:
+    """Build the allocation problem (DESIGN §2) from the snapshot and solve it.
+
+    Parameters
+    ----------
+    solver
+        Any registered solver backend (``dp`` by default).
+    objective
+        ``speedup`` (default), ``throughput`` or ``completion``.
+    priority
+        Tie-break among equal-value choices: ``arrival`` (FIFO, default) or
+        ``srpt`` (shortest remaining work first); passed as
+        ``Problem(priority=...)``, never left to the backend.
+    rescale_penalty
+        λ subtracted from every non-current option of a running job
+        (objective units: effective GPUs for ``speedup``); a small value
+        keeps the current allocation among ties.
+    payback
+        Drop the options of running jobs that would not pay back their
+        restart cost (:func:`payback_filter`).
+    allow_preemption
+        Whether running jobs may be sent back to the queue.
+    time_limit_s
+        Passed to the solver.
+    solver_options
+        Extra keyword options for :func:`elasticopt.solvers.solve` (e.g.
+        ``reduce=False``).
+    """
+
+    name = "elastic"
+
+    def __init__(
+        self,
+        solver: str = "dp",
+        objective: str = "speedup",
+        priority: str = "arrival",
+        rescale_penalty: float = 0.01,
+        payback: bool = True,
+        allow_preemption: bool = False,
+        time_limit_s: float | None = None,
+        solver_options: dict | None = None,
+    ):
+        self.solver = solver
+        self.objective = objective
+        self.priority = priority
+        self.rescale_penalty = float(rescale_penalty)
+        self.payback = payback
+        self.allow_preemption = allow_preemption
+        self.time_limit_s = time_limit_s
+        self.solver_options = dict(solver_options or {})
+
+    def option_filter(self, state: JobState) -> Callable[[int, int], bool] | None:
+        """Restriction on a job's options (None = all); subclasses extend it."""
+        return payback_filter(state) if self.payback else None
+
+    def build_problem(self, snapshot: Snapshot) -> Problem:
+        """The allocation problem of a snapshot."""
+        jobs = tuple(to_model_job(st, self.option_filter(st)) for st in snapshot.jobs)
+        return Problem(
+            cluster=snapshot.cluster,
+            jobs=jobs,
+            objective=self.objective,
+            allow_preemption=self.allow_preemption,
+            rescale_penalty=self.rescale_penalty,
+            priority=priority_order(snapshot, self.priority),
+        )
+
+    def allocate(self, snapshot: Snapshot) -> Allocation:
+        """Solve the snapshot's problem; raise SolverError if no allocation comes back."""
+        if not snapshot.jobs:
+            return Allocation({}, info={"solver": self.solver})
+        t0 = time.perf_counter()
+        problem = self.build_problem(snapshot)
+        build_s = time.perf_counter() - t0
+        sol = solve(problem, self.solver, time_limit_s=self.time_limit_s, **self.solver_options)
+        if sol.status not in (Status.OPTIMAL, Status.FEASIBLE) and not (
+            sol.status is Status.LIMIT and sol.allocation
+        ):
+            raise SolverError(
+                f"policy {self.name}: solver {self.solver!r} returned {sol.status.name} at "
+                f"t={snapshot.time_s:.1f}s ({sol.message}; infeasible jobs: {', '.join(sol.infeasible_jobs) or '-'})"
+            )
+        assignments = {jid: (None if kb is None else (int(kb[0]), int(kb[1]))) for jid, kb in sol.allocation.items()}
+        return Allocation(
+            assignments,
+            solver_s=float(sol.build_s + sol.solve_s),
+            info={
+                "solver": sol.solver,
+                "status": sol.status.name,
+                "objective_value": sol.objective_value,
+                "problem_build_s": build_s,
+            },
+        )

@@ -1,0 +1,285 @@
+"""What a policy sees (:class:`Snapshot`) and what it answers (:class:`Allocation`).
+
+A snapshot is the autoscaler's view of the cluster at one instant: the time,
+the cluster and every queued and running job with its spec (profile, batch
+range, submitted k and b), remaining samples, current allocation and the time
+since its last start or rescale.  A policy returns the target (k, b) of every
+job, or None for "holds no GPUs".  Neither type knows whether the cluster is
+simulated or real.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from elasticopt.models import Cluster, Job, Running
+from elasticopt.scheduling.executor import JobSpec, Phase
+
+__all__ = [
+    "JobState",
+    "Snapshot",
+    "Allocation",
+    "option_error",
+    "RestrictedThroughput",
+    "CachedThroughput",
+    "cached",
+    "to_model_job",
+]
+
+Option = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class JobState:
+    """One active (queued or running) job as the scheduler sees it.
+
+    Parameters
+    ----------
+    spec
+        The job as submitted.
+    phase
+        QUEUED, RESTARTING (paying its restart cost) or RUNNING.
+    gpus, batch
+        Current allocation (0, 0 while queued).
+    samples_done
+        Samples processed so far.
+    since_rescale_s
+        Seconds since the last start or rescale; None if never started.
+    restart_cost_s
+        The restart cost the autoscaler charges this job at a start or rescale.
+    """
+
+    spec: JobSpec
+    phase: Phase
+    gpus: int
+    batch: int
+    samples_done: float
+    since_rescale_s: float | None
+    restart_cost_s: float
+
+    @property
+    def id(self) -> str:
+        """The job id."""
+        return self.spec.id
+
+    @property
+    def is_running(self) -> bool:
+        """Holds GPUs (running or restarting)."""
+        return self.gpus > 0
+
+    @property
+    def allocation(self) -> Option | None:
+        """Current (k, b), None while queued."""
+        return (self.gpus, self.batch) if self.gpus > 0 else None
+
+    @property
+    def remaining_samples(self) -> float:
+        """Samples still to process (> 0 for an active job)."""
+        return max(self.spec.total_samples - self.samples_done, 0.0)
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """Believed rate at the current allocation (None while queued)."""
+        if self.gpus <= 0:
+            return None
+        return self.spec.throughput.samples_per_s(self.gpus, self.batch)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The cluster at one instant: time, capacity, active jobs in arrival order."""
+
+    time_s: float
+    cluster: Cluster
+    jobs: tuple[JobState, ...]
+
+    @property
+    def queued(self) -> tuple[JobState, ...]:
+        """Jobs holding no GPUs, in arrival order."""
+        return tuple(j for j in self.jobs if not j.is_running)
+
+    @property
+    def running(self) -> tuple[JobState, ...]:
+        """Jobs holding GPUs, in arrival order."""
+        return tuple(j for j in self.jobs if j.is_running)
+
+    @property
+    def gpus_in_use(self) -> int:
+        """GPUs held by running and restarting jobs."""
+        return sum(j.gpus for j in self.jobs)
+
+    @property
+    def free_gpus(self) -> int:
+        """GPUs nobody holds."""
+        return self.cluster.gpus - self.gpus_in_use
+
+    def job(self, job_id: str) -> JobState:
+        """The state of one job (KeyError if not active)."""
+        for j in self.jobs:
+            if j.id == job_id:
+                return j
+        raise KeyError(job_id)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A policy's answer: job id -> (k, b), or None for "holds no GPUs".
+
+    Jobs of the snapshot missing from ``assignments`` hold no GPUs.  For a
+    running job that means a preemption (stop), which the autoscaler performs
+    as asked.
+
+    Parameters
+    ----------
+    assignments
+        Target allocation per job id.
+    solver_s
+        Seconds the solver itself reported (0 for policies without one).
+    info
+        Free-form details (solver name, status, objective) for the records.
+    """
+
+    assignments: Mapping[str, Option | None]
+    solver_s: float = 0.0
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def get(self, job_id: str) -> Option | None:
+        """Target of one job (None = holds no GPUs)."""
+        return self.assignments.get(job_id)
+
+    @property
+    def gpus(self) -> int:
+        """Total GPUs the allocation uses."""
+        return sum(v[0] for v in self.assignments.values() if v is not None)
+
+
+def option_error(spec: JobSpec, gpus: int, batch: int, cluster_gpus: int | None = None) -> str | None:
+    """Why (k, b) is not a feasible option for ``spec`` (DESIGN §2), or None if it is.
+
+    Parameters
+    ----------
+    spec
+        The job.
+    gpus, batch
+        The option.
+    cluster_gpus
+        Also reject k above the cluster size when given.
+    """
+    if gpus < spec.gpus_min or (spec.gpus_max is not None and gpus > spec.gpus_max):
+        return f"k={gpus} outside [{spec.gpus_min}, {spec.gpus_max or 'inf'}]"
+    if cluster_gpus is not None and gpus > cluster_gpus:
+        return f"k={gpus} above the cluster's {cluster_gpus} GPUs"
+    if not (spec.batch_min <= batch <= spec.batch_max):
+        return f"b={batch} outside [{spec.batch_min}, {spec.batch_max}]"
+    if batch % gpus != 0:
+        return f"k={gpus} does not divide b={batch}"
+    if batch // gpus > spec.max_local:
+        return f"local batch {batch // gpus} above max_local {spec.max_local}"
+    t = spec.throughput.samples_per_s(gpus, batch)
+    if t is None or not (math.isfinite(t) and t > 0):
+        return f"throughput model {spec.throughput.name!r} does not know (k={gpus}, b={batch})"
+    return None
+
+
+@dataclass(frozen=True, eq=False)
+class RestrictedThroughput:
+    """A throughput model offering only the options ``allowed(k, b)`` accepts.
+
+    Policies use it to restrict a job's options (the fixed-batch baseline keeps
+    b at its submitted value; the anti-thrashing rule drops grows that would
+    not pay back their restart) without touching the problem definition.
+    """
+
+    base: Any
+    allowed: Callable[[int, int], bool]
+
+    @property
+    def name(self) -> str:
+        return self.base.name
+
+    def samples_per_s(self, gpus: int, batch: int) -> float | None:
+        if not self.allowed(gpus, batch):
+            return None
+        return self.base.samples_per_s(gpus, batch)
+
+    def candidates(self, gpus_max: int, batch_min: int, batch_max: int) -> list[tuple[int, int]]:
+        return [kb for kb in self.base.candidates(gpus_max, batch_min, batch_max) if self.allowed(*kb)]
+
+
+class CachedThroughput:
+    """A throughput model that remembers every answer of the model it wraps.
+
+    Fitted profiles evaluate a formula per call (tens of microseconds); a
+    scheduler asks the same (k, b) of the same job at every decision.  The
+    autoscaler wraps every submitted job's model once (:func:`cached`).
+    """
+
+    __slots__ = ("base", "_rates", "_cands")
+
+    def __init__(self, base: Any):
+        self.base = base
+        self._rates: dict[tuple[int, int], float | None] = {}
+        self._cands: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+
+    @property
+    def name(self) -> str:
+        return self.base.name
+
+    def samples_per_s(self, gpus: int, batch: int) -> float | None:
+        key = (gpus, batch)
+        try:
+            return self._rates[key]
+        except KeyError:
+            t = self._rates[key] = self.base.samples_per_s(gpus, batch)
+            return t
+
+    def candidates(self, gpus_max: int, batch_min: int, batch_max: int) -> list[tuple[int, int]]:
+        key = (gpus_max, batch_min, batch_max)
+        try:
+            return list(self._cands[key])
+        except KeyError:
+            c = self._cands[key] = list(self.base.candidates(gpus_max, batch_min, batch_max))
+            return list(c)
+
+    def __getattr__(self, attr: str) -> Any:  # batch_min, max_local, rows()... of the base model
+        if attr in CachedThroughput.__slots__:
+            raise AttributeError(attr)
+        return getattr(self.base, attr)
+
+
+def cached(model: Any) -> Any:
+    """``model`` wrapped in a :class:`CachedThroughput` (unchanged if it already is one)."""
+    return model if isinstance(model, CachedThroughput) else CachedThroughput(model)
+
+
+def to_model_job(state: JobState, allowed: Callable[[int, int], bool] | None = None) -> Job:
+    """The :class:`elasticopt.models.Job` of an active job (DESIGN §2).
+
+    Parameters
+    ----------
+    state
+        The job's state in the snapshot.
+    allowed
+        Optional filter on its options; its current option is always kept.
+    """
+    spec = state.spec
+    model = spec.throughput
+    if allowed is not None:
+        cur = state.allocation
+        model = RestrictedThroughput(model, lambda k, b: (k, b) == cur or allowed(k, b))
+    remaining = state.remaining_samples
+    return Job(
+        id=spec.id,
+        throughput=model,
+        batch_min=spec.batch_min,
+        batch_max=spec.batch_max,
+        max_local=spec.max_local,
+        gpus_min=spec.gpus_min,
+        gpus_max=spec.gpus_max,
+        running=Running(state.gpus, state.batch) if state.is_running else None,
+        remaining_samples=remaining if remaining > 0 else None,
+        weight=spec.weight,
+    )

@@ -1,0 +1,118 @@
+"""``elasticopt launch`` with the fake worker: jobs file, records, launcher killed and restarted."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from launcher_helpers import FAKE
+
+from elasticopt.errors import InstanceError
+from elasticopt.launcher.jobsfile import EXAMPLES, load_jobs
+from elasticopt.launcher.journal import replay
+from elasticopt.scheduling.records import read_jobs_csv
+
+RATES = [[1, 64, 2000.0], [1, 128, 2200.0], [2, 128, 3800.0], [2, 256, 4000.0]]
+
+
+def job(jid, total, arrival=0.0, rate=4000, **kw):
+    return {"id": jid, "arrival_s": arrival, "total_samples": total, "batch_min": 64, "batch_max": 256,
+            "max_local": 128, "gpus_max": 2, "throughput": RATES, "args": ["--rate", str(rate)], **kw}  # fmt: skip
+
+
+def write(path: Path, jobs: list[dict]) -> Path:
+    path.write_text(json.dumps({"format": "elasticopt-jobs/1",
+                                "defaults": {"script": "example:fake", "mode": "python", "checkpoint_every_s": 0.2},
+                                "jobs": jobs}))  # fmt: skip
+    return path
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "elasticopt.cli.launch", *args]
+
+
+def test_jobs_file_format(tmp_path):
+    f = write(tmp_path / "jobs.json", [job("a", 1000), job("b", 2000, arrival=5, script="train.py", args=["-x", 1])])
+    a, b = load_jobs(f)
+    assert a.payload["script"] == str(EXAMPLES["example:fake"]) and a.payload["mode"] == "python"
+    assert b.payload["script"] == str(tmp_path / "train.py") and b.payload["args"] == ["-x", "1"]
+    assert b.arrival_s == 5 and b.total_samples == 2000 and a.throughput.samples_per_s(2, 128) == 3800.0
+    bad = write(tmp_path / "bad.json", [job("a", 1000, mode="mpirun")])
+    with pytest.raises(InstanceError, match=r"jobs\[0\]\.mode"):
+        load_jobs(bad)
+    bad.write_text(json.dumps({"format": "elasticopt-jobs/1", "jobs": [job("a", 1000)]}))
+    with pytest.raises(InstanceError, match=r"jobs\[0\]\.script"):
+        load_jobs(bad)
+    with pytest.raises(InstanceError, match=r"jobs\[1\]\.id"):
+        load_jobs(write(tmp_path / "dup.json", [job("a", 1000), job("a", 1000)]))
+
+
+def test_launch_writes_simulator_records_and_reports_failures(tmp_path):
+    f = write(tmp_path / "jobs.json", [
+        job("a", 6000), job("b", 3000, arrival=0.5),
+        job("broken", 1000, args=["--crash-at-start"]), job("missing", 1000, script="nope.py"),
+    ])  # fmt: skip
+    out = tmp_path / "run"
+    res = subprocess.run(cli(str(f), "--cpu-slots", "2", "--out", str(out), "--tick-s", "1"),
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 1, res.stderr  # some job failed
+    assert "job broken failed" in res.stderr and "log.txt" in res.stderr
+    recs = {r.job_id: r for r in read_jobs_csv(out / "jobs.csv")}
+    assert {k: r.status for k, r in recs.items()} == {"a": "completed", "b": "completed",
+                                                      "broken": "failed", "missing": "failed"}
+    assert recs["a"].samples_done == 6000 and recs["a"].completion_s > recs["a"].first_start_s >= 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["metrics"]["completed"] == 2 and summary["mode"] == "launcher"
+    assert summary["jobs"]["a"]["measured_samples_per_s"]  # observed throughput is kept
+    assert (out / "timeline.csv").read_text().startswith("time_s,gpus_in_use")
+    workload = json.loads((out / "workload.json").read_text())
+    assert workload["format"] == "elasticopt-workload/1" and len(workload["jobs"]) == 4
+
+
+def test_launcher_killed_and_restarted_finds_its_jobs(tmp_path):
+    f = write(tmp_path / "jobs.json", [
+        job("quick", 500, submitted_gpus=1, submitted_batch=64),
+        job("long1", 24000, rate=2000, submitted_gpus=1, submitted_batch=64),
+        job("long2", 24000, rate=2000, submitted_gpus=1, submitted_batch=64),
+    ])  # fmt: skip
+    out = tmp_path / "run"
+    cmd = cli(str(f), "--cpu-slots", "3", "--out", str(out), "--policy", "static", "--quiet")
+    launcher = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        state = replay(out / "journal.jsonl")
+        if state.jobs.get("quick") and state.jobs["quick"].completed_at and all(
+            (out / "jobs" / j / "gen-0001" / "status.json").exists() for j in ("long1", "long2")
+        ):
+            break
+        assert time.monotonic() < deadline and launcher.poll() is None
+        time.sleep(0.05)
+    launcher.send_signal(signal.SIGKILL)
+    launcher.wait(10)
+    pids = {j: state.jobs[j].open_generation["pid"] for j in ("long1", "long2")}
+    for pid in pids.values():
+        os.kill(pid, 0)  # the jobs outlive their launcher
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    state = replay(out / "journal.jsonl")
+    for j in ("long1", "long2"):  # adopted: the same generation ran to the end, nothing lost
+        assert state.jobs[j].generation == 1 and state.jobs[j].completed_at is not None
+        assert state.jobs[j].lost_samples == 0
+    assert state.jobs["quick"].generation == 1  # not run again
+    with open(out / "jobs.csv") as fh:
+        rows = {r["job_id"]: r for r in csv.DictReader(fh)}
+    assert {r["status"] for r in rows.values()} == {"completed"}
+
+
+def test_launcher_imports_without_torch():
+    code = ("import sys, elasticopt.launcher.executor, elasticopt.launcher.driver, elasticopt.cli.launch, "
+            "elasticopt.launcher.examples.fake_job; assert 'torch' not in sys.modules, 'torch imported'")  # fmt: skip
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    assert Path(FAKE).exists()
