@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from elasticopt._io import atomic_path
 from elasticopt.errors import SolverError
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
@@ -161,21 +161,10 @@ def write_model(table: OptionTable, path: str | os.PathLike[str], fmt: str) -> P
     formats = {"lp": ProblemFormat.cpxlp, "mps": ProblemFormat.mps}
     if fmt not in formats:
         raise SolverError(f"export format must be one of {', '.join(formats)}, got {fmt!r}")
-    dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
     model = build_pyomo_model(table).pyomo
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix="." + fmt, dir=dest.parent)
-    os.close(fd)
-    try:
-        model.write(tmp, format=formats[fmt], io_options={"symbolic_solver_labels": True})
-        os.replace(tmp, dest)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return dest
+    with atomic_path(path, suffix="." + fmt) as tmp:
+        model.write(str(tmp), format=formats[fmt], io_options={"symbolic_solver_labels": True})
+    return Path(path)
 
 
 @register
