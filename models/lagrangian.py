@@ -191,17 +191,20 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     bound_f, lam, ch = lagrangian_bound(table, lag=lag)
     if _gpus_of(table, ch) > table.capacity:
         return None
-    inc = _improve(table, ch)
-    inc_val, _ = table.objective_of(inc)
     best, _, _ = lag.scores(lam)
     bound_f = lam * table.capacity + float(best.sum())
-    s = lag.u - lam * lag.k
     # rounding margin: every float op errs by <= 2**-53 relative; sums of n + K terms whose
     # magnitudes add up to at most `mag` err by <= (n + K + 4) * 2**-53 * mag; take 32x that
     mag = float(np.abs(np.where(table.valid, table.utility, 0)).max(axis=1, initial=0).sum())
     mag += lam * (table.capacity + float(np.where(table.valid, table.gpus, 0).max(axis=1, initial=0).sum()))
     margin = (n + table.width + 4) * 2.0**-48 * mag + 1e-9
     bound = int(np.floor(bound_f + margin))
+    inc = ch
+    inc_val, _ = table.objective_of(inc)
+    if inc_val < bound:  # the Lagrangian choice alone is not proven optimal: fill leftover GPUs greedily
+        inc = _improve(table, ch)
+        inc_val, _ = table.objective_of(inc)
+    s = lag.u - lam * lag.k
     if inc_val >= bound:  # the incumbent meets the bound: it is optimal, every job is fixed to it
         keep = np.zeros_like(table.valid)
         rows = np.flatnonzero(inc >= 0)
