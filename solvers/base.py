@@ -139,9 +139,6 @@ class Backend(ABC):
         SolverError
             For unknown options or a bad time limit.
         """
-        missing = self.missing_modules()
-        if missing:
-            raise SolverUnavailableError(self.name, missing, self.extra)
         if time_limit_s is not None and not (time_limit_s > 0):
             raise SolverError(f"time_limit_s must be > 0 seconds, got {time_limit_s!r}")
         opts = self._options(options)
@@ -154,6 +151,9 @@ class Backend(ABC):
             t2 = time.perf_counter()
             out = self.extract(table, model, raw)
         except Exception as exc:  # a backend failure is a result, not a crash
+            # availability is checked by get_backend; here only when an import inside the solve fails
+            if isinstance(exc, ImportError) and self.missing_modules():
+                raise SolverUnavailableError(self.name, self.missing_modules(), self.extra) from None
             t = time.perf_counter() - t0
             return Solution(Status.ERROR, message=f"{type(exc).__name__}: {exc}", solve_s=t, **common)
         build_s, solve_s = t1 - t0, t2 - t1

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import platform
+import gc
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -95,7 +96,13 @@ def _error(spec: SolverSpec, table: OptionTable, message: str, seconds: float) -
 
 
 def _solve_once(spec: SolverSpec, table: OptionTable, time_limit_s: float | None) -> tuple[Solution, float]:
-    """One solve call: (solution, wall seconds). Exceptions become ERROR solutions."""
+    """One solve call: (solution, wall seconds). Exceptions become ERROR solutions.
+
+    As ``timeit`` does, the garbage collector is paused during the timed call, so one
+    solver's garbage is not collected on another solver's clock.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
     t0 = time.perf_counter()
     try:
         sol = spec.solver.solve(table, time_limit_s=time_limit_s, **spec.options)
@@ -103,6 +110,9 @@ def _solve_once(spec: SolverSpec, table: OptionTable, time_limit_s: float | None
         raise
     except BaseException as exc:  # a failing solver is a result, never a crash of the benchmark
         return _error(spec, table, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0), time.perf_counter() - t0
+    finally:
+        if was_enabled:
+            gc.enable()
     wall = time.perf_counter() - t0
     if not isinstance(sol, Solution):
         return _error(spec, table, f"solve() returned {type(sol).__name__}, not a Solution", wall), wall

@@ -164,18 +164,20 @@ def run(args: argparse.Namespace) -> int:
                   f"({escape(', '.join(s.label for s in solvers))}), {args.repeats} repeat(s)"
                   f"{'' if args.no_warmup else ' + warm-up'}, time limit {limit or 'none'} s", highlight=False)
     total = count_solves(len(specs), len(solvers), args.repeats, not args.no_warmup)
+    # no refresh thread: the bar is redrawn between solves only, so it never competes with a timed solve
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as bar:
+                  console=console, transient=False, auto_refresh=False) as bar:
         task = bar.add_task("starting", total=total)
 
         def on_event(ev: BenchEvent) -> None:
             if ev.phase == "instance":
-                bar.update(task, description=f"{ev.instance}: compiled")
+                bar.update(task, description=f"{ev.instance}: compiled", refresh=True)
             elif ev.phase == "start":
                 what = "warm-up" if ev.repeat == 0 else f"repeat {ev.repeat}/{args.repeats}"
-                bar.update(task, description=f"{ev.instance} {ev.solver} {what}")
+                bar.update(task, description=f"{ev.instance} {ev.solver} {what}", refresh=True)
             else:
                 bar.advance(task)
+                bar.refresh()
 
         result = run_benchmark(solvers, specs, repeats=args.repeats, warmup=not args.no_warmup,
                                time_limit_s=limit, reduce=not args.no_reduce, progress=on_event)
