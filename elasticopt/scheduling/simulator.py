@@ -160,6 +160,8 @@ def simulate(
         t, kind, _, payload = heapq.heappop(heap)
         if t > horizon:
             break
+        if kind == _COMPLETE and executor.generation(payload[0]) != payload[1]:
+            continue  # stale prediction of an older allocation: not an event, the clock does not move
         executor.set_time(t)
         last_t = t
         if kind == _ARRIVAL:
@@ -169,9 +171,7 @@ def simulate(
             arrivals_left -= len(batch)
             scaler.submit_many(batch)
         elif kind == _COMPLETE:
-            job_id, gen = payload
-            if executor.generation(job_id) != gen:
-                continue  # stale prediction
+            job_id, _gen = payload
             executor.complete(job_id)  # the autoscaler reschedules from its callback
             finished += 1
             if progress is not None:
