@@ -69,28 +69,37 @@ class Fixing:
 
 
 class _Lag:
-    """Float arrays for fast evaluation of L(λ) (invalid options at -inf)."""
+    """Float arrays for fast evaluation of L(λ).
+
+    Column 0 is idle (u = k = 0 where allowed, -inf where not), columns 1..K the
+    options (invalid ones at -inf), so one argmax picks each job's Lagrangian
+    choice; on ties the lower column wins, idle first, as in the DPs.
+    """
 
     def __init__(self, table: OptionTable) -> None:
         self.t = table
-        self.u = np.where(table.valid, table.utility.astype(np.float64), -np.inf)
-        self.k = table.gpus.astype(np.float64)
-        self.rows = np.arange(table.n_jobs)
+        n, K = table.gpus.shape
+        self.width = K + 1
+        self.u = np.empty((n, K + 1))
+        self.u[:, 0] = np.where(table.idle_allowed, 0.0, -np.inf)
+        self.u[:, 1:] = np.where(table.valid, table.utility, -np.inf)
+        self.k = np.zeros((n, K + 1))
+        self.k[:, 1:] = table.gpus
+        self.base = np.arange(n) * (K + 1)
 
     def scores(self, lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per job: best u - λk (0 for idle where allowed and better), option (-1 idle), its GPUs."""
+        """Per job: best u - λk (0 for idle), its option (-1 idle), its GPUs."""
         s = self.u - lam * self.k
-        o = np.argmax(s, axis=1)
-        best = s[self.rows, o]
-        idle = self.t.idle_allowed & (best <= 0)
-        best = np.where(idle, 0.0, best)
-        ch = np.where(idle, -1, o)
-        k = np.where(idle, 0.0, self.k[self.rows, o])
-        return best, ch, k
+        flat = self.base + np.argmax(s, axis=1)
+        return s.ravel()[flat], flat - self.base - 1, self.k.ravel()[flat]
 
     def value(self, lam: float) -> tuple[float, np.ndarray, float]:
         best, ch, k = self.scores(lam)
         return lam * self.t.capacity + float(best.sum()), ch, float(k.sum())
+
+    def option_scores(self, lam: float) -> np.ndarray:
+        """u - λk of every option (columns 1..K), -inf where invalid."""
+        return self.u[:, 1:] - lam * self.k[:, 1:]
 
 
 def _gpus_of(table: OptionTable, choice: np.ndarray) -> int:
@@ -204,7 +213,7 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     if inc_val < bound:  # the Lagrangian choice alone is not proven optimal: fill leftover GPUs greedily
         inc = _improve(table, ch)
         inc_val, _ = table.objective_of(inc)
-    s = lag.u - lam * lag.k
+    s = lag.option_scores(lam)
     if inc_val >= bound:  # the incumbent meets the bound: it is optimal, every job is fixed to it
         keep = np.zeros_like(table.valid)
         rows = np.flatnonzero(inc >= 0)

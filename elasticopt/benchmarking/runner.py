@@ -162,6 +162,7 @@ def _bench_instance(
     time_limit_s: float | None,
     reduce: bool,
     notify: Callable[[BenchEvent], None],
+    order: str = "interleaved",
 ) -> tuple[InstanceRecord, list[BenchRow], bool]:
     """Every solver on one instance: (record, rows, interrupted by Ctrl-C)."""
     t0 = time.perf_counter()
@@ -174,15 +175,19 @@ def _bench_instance(
     warm: dict[str, float] = {}
     interrupted = False
     try:
-        for r in ([0] if warmup else []) + list(range(1, repeats + 1)):
-            for s in specs:
-                notify(BenchEvent("start", spec.name, s.label, r))
-                sol, wall = _solve_once(s, table, time_limit_s)
-                ok, errs = check(sol)
-                notify(BenchEvent("done", spec.name, s.label, r, sol.status.name))
-                if r == 0:
-                    warm[s.label] = wall
-                outcomes.append(Outcome(s.label, r, sol, wall, ok, errs))
+        runs = ([0] if warmup else []) + list(range(1, repeats + 1))
+        if order == "grouped":
+            plan = [(r, s) for s in specs for r in runs]
+        else:
+            plan = [(r, s) for r in runs for s in specs]
+        for r, s in plan:
+            notify(BenchEvent("start", spec.name, s.label, r))
+            sol, wall = _solve_once(s, table, time_limit_s)
+            ok, errs = check(sol)
+            notify(BenchEvent("done", spec.name, s.label, r, sol.status.name))
+            if r == 0:
+                warm[s.label] = wall
+            outcomes.append(Outcome(s.label, r, sol, wall, ok, errs))
     except KeyboardInterrupt:  # keep what was measured: the caller reports a partial benchmark
         interrupted = True
     verdict = cross_check(outcomes)
@@ -207,6 +212,7 @@ def run_benchmark(
     time_limit_s: float | None = None,
     reduce: bool = True,
     progress: Callable[[BenchEvent], None] | None = None,
+    order: str = "interleaved",
 ) -> BenchResult:
     """Benchmark ``solvers`` on ``instances``.
 
@@ -230,6 +236,12 @@ def run_benchmark(
         Apply the exact reductions after compiling (DESIGN §2).
     progress
         Called with a :class:`BenchEvent` before and after every solve.
+    order
+        ``"interleaved"`` (default): repeat r of every solver before repeat
+        r + 1, so drifts of a shared machine hit all solvers alike, and each
+        solve starts with caches the other solvers left cold.
+        ``"grouped"``: all repeats of one solver back to back (warm caches,
+        as in a scheduler that only runs its own solver).
 
     A Ctrl-C (KeyboardInterrupt) stops the benchmark after cross-checking
     what was measured: the partial result has ``settings["interrupted"]``
@@ -250,6 +262,8 @@ def run_benchmark(
     """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValidationError("repeats", "an integer >= 1", repeats)
+    if order not in ("interleaved", "grouped"):
+        raise ValidationError("order", "'interleaved' or 'grouped'", order)
     if time_limit_s is not None and not time_limit_s > 0:
         raise ValidationError("time_limit_s", "a number of seconds > 0, or None", time_limit_s)
     specs = resolve_solvers(solvers)
@@ -268,7 +282,8 @@ def run_benchmark(
     records: list[InstanceRecord] = []
     interrupted = False
     for spec in inst:
-        rec, new_rows, interrupted = _bench_instance(spec, specs, repeats, warmup, time_limit_s, reduce, notify)
+        rec, new_rows, interrupted = _bench_instance(spec, specs, repeats, warmup, time_limit_s, reduce, notify,
+                                                     order)
         records.append(rec)
         rows.extend(new_rows)
         if interrupted:
@@ -280,6 +295,7 @@ def run_benchmark(
         "warmup": warmup,
         "time_limit_s": time_limit_s,
         "reduce": reduce,
+        "order": order,
         "started_utc": started,
         "elapsed_s": time.perf_counter() - t_start,
         "interrupted": interrupted,

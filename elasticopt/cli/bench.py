@@ -83,6 +83,10 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="time limit per solve, seconds (default 60; 0 for none)")
     p.add_argument("--no-warmup", action="store_true", help="skip the untimed first solve (warmup_s)")
     p.add_argument("--no-reduce", action="store_true", help="skip the exact reductions (DESIGN §2)")
+    p.add_argument("--order", choices=["interleaved", "grouped"], default="interleaved",
+                   help="interleaved (default): repeat r of every solver before repeat r+1, so machine drift hits "
+                   "all alike and each solve starts with caches the others left cold; grouped: each solver's "
+                   "repeats back to back (warm caches, as in a scheduler running only its solver)")
     p.add_argument("--out", default="bench-results", metavar="DIR",
                    help="folder for rows.csv, results.json and the plots (default: bench-results)")
     p.add_argument("--no-plots", action="store_true", help="do not write the PNG plots")
@@ -179,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
                 bar.advance(task)
                 bar.refresh()
 
-        result = run_benchmark(solvers, specs, repeats=args.repeats, warmup=not args.no_warmup,
+        result = run_benchmark(solvers, specs, repeats=args.repeats, warmup=not args.no_warmup, order=args.order,
                                time_limit_s=limit, reduce=not args.no_reduce, progress=on_event)
     console.print(summary_table(result))
     shown = result.instances[:MAX_INSTANCE_LINES]
