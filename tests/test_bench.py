@@ -269,3 +269,17 @@ def test_ctrl_c_keeps_partial_results():
     assert len(res.instances) == 1  # the second instance never started
     assert [(r.solver, r.repeat) for r in res.rows] == [("numpy-dp", 1), ("interrupter", 1), ("numpy-dp", 2)]
     assert res.ok
+
+
+def test_order_grouped_runs_each_solver_back_to_back():
+    seen = []
+    res = run_benchmark(["numpy-dp", "greedy"], TINY, repeats=2, warmup=False, order="grouped",
+                        progress=lambda ev: seen.append(ev.solver) if ev.phase == "start" else None)
+    assert seen == ["numpy-dp", "numpy-dp", "greedy", "greedy"]
+    assert res.settings["order"] == "grouped"
+    seen.clear()
+    run_benchmark(["numpy-dp", "greedy"], TINY, repeats=2, warmup=False,
+                  progress=lambda ev: seen.append(ev.solver) if ev.phase == "start" else None)
+    assert seen == ["numpy-dp", "greedy", "numpy-dp", "greedy"]
+    with pytest.raises(ValidationError, match="order"):
+        run_benchmark(["numpy-dp"], TINY, order="random")
