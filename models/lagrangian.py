@@ -30,7 +30,7 @@ import numpy as np
 
 from elasticopt.models.table import OptionTable
 
-__all__ = ["Fixing", "lagrangian_bound", "reduced_cost_fixing"]
+__all__ = ["Fixing", "fixable", "lagrangian_bound", "make_fixing", "margin_of", "reduced_cost_fixing"]
 
 
 @dataclass(frozen=True)
@@ -187,14 +187,30 @@ def _improve(table: OptionTable, choice: np.ndarray, rounds: int = 3) -> np.ndar
     return choice
 
 
+def fixable(table: OptionTable) -> bool:
+    """False where fixing has nothing to do (no options) or a job that must run has no option."""
+    return bool(table.width) and bool((table.valid.any(axis=1) | table.idle_allowed).all())
+
+
+def margin_of(table: OptionTable, lam: float) -> float:
+    """Rounding margin of the float bound at λ.
+
+    Every float op errs by <= 2**-53 relative; a sum of n + K terms whose
+    magnitudes add up to at most ``mag`` errs by <= (n + K + 4) 2**-53 mag in
+    any order; the margin is 32x that.
+    """
+    mag = float(np.abs(np.where(table.valid, table.utility, 0)).max(axis=1, initial=0).sum())
+    mag += lam * (table.capacity + float(np.where(table.valid, table.gpus, 0).max(axis=1, initial=0).sum()))
+    return (table.n_jobs + table.width + 4) * 2.0**-48 * mag + 1e-9
+
+
 def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     """Remove options that cannot beat a greedy incumbent; fix decided jobs.
 
     Returns None if the table is infeasible (the Lagrangian choice at any λ
     does not fit), leaving infeasibility to the DP.
     """
-    n = table.n_jobs
-    if table.width == 0 or not (table.valid.any(axis=1) | table.idle_allowed).all():
+    if not fixable(table):
         return None  # nothing to fix, or a job that must run has no option: infeasible
     lag = _Lag(table)
     bound_f, lam, ch = lagrangian_bound(table, lag=lag)
@@ -202,28 +218,36 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
         return None
     best, _, _ = lag.scores(lam)
     bound_f = lam * table.capacity + float(best.sum())
-    # rounding margin: every float op errs by <= 2**-53 relative; sums of n + K terms whose
-    # magnitudes add up to at most `mag` err by <= (n + K + 4) * 2**-53 * mag; take 32x that
-    mag = float(np.abs(np.where(table.valid, table.utility, 0)).max(axis=1, initial=0).sum())
-    mag += lam * (table.capacity + float(np.where(table.valid, table.gpus, 0).max(axis=1, initial=0).sum()))
-    margin = (n + table.width + 4) * 2.0**-48 * mag + 1e-9
+    margin = margin_of(table, lam)
     bound = int(np.floor(bound_f + margin))
     inc = ch
     inc_val, _ = table.objective_of(inc)
     if inc_val < bound:  # the Lagrangian choice alone is not proven optimal: fill leftover GPUs greedily
         inc = _improve(table, ch)
         inc_val, _ = table.objective_of(inc)
-    s = lag.option_scores(lam)
     if inc_val >= bound:  # the incumbent meets the bound: it is optimal, every job is fixed to it
         keep = np.zeros_like(table.valid)
-        rows = np.flatnonzero(inc >= 0)
-        keep[rows, inc[rows]] = True
-        idle_keep = inc < 0
+        idle_keep = np.zeros_like(table.idle_allowed)
     else:
         # an allocation using option o of job j is worth at most L + reduced cost (reduced <= 0)
+        s = lag.option_scores(lam)
         keep = table.valid & (bound_f + (s - best[:, None]) >= inc_val - margin)
         idle_keep = table.idle_allowed & (bound_f - best >= inc_val - margin)
-    # the incumbent's options survive the tests above (inc_val <= L + its reduced costs); keep them explicitly
+    return make_fixing(table, bound, inc, int(inc_val), keep, idle_keep)
+
+
+def make_fixing(
+    table: OptionTable, bound: int, inc: np.ndarray, inc_val: int, keep: np.ndarray, idle_keep: np.ndarray
+) -> Fixing:
+    """Fix the jobs left with one choice and pack the rest into the core table.
+
+    ``keep[j, o]`` / ``idle_keep[j]``: the choices that survived the reduced-cost
+    test; the incumbent's own choices are added here whatever the test said.
+    """
+    n = table.n_jobs
+    keep = keep.copy()
+    idle_keep = idle_keep.copy()
+    # the incumbent's options survive the tests (inc_val <= L + its reduced costs); keep them explicitly
     rows = np.flatnonzero(inc >= 0)
     keep[rows, inc[rows]] = True
     idle_keep |= table.idle_allowed & (inc < 0)
@@ -277,7 +301,7 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
         fixed_choice=fixed_choice,
         fixed_utility=fixed_util,
         bound=int(bound),
-        incumbent=inc,
+        incumbent=np.asarray(inc, dtype=np.int64),
         incumbent_value=int(inc_val),
         options_removed=int(table.valid.sum() - keep.sum()),
     )
