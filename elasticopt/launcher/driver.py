@@ -7,7 +7,9 @@ plus ``workload.json`` (the jobs' scheduling part, replayable with
 ``elasticopt simulate``), so a real run and its simulation compare side by
 side.  Restarted on the same ``out_dir`` after being killed, it finds its jobs
 again (:meth:`LauncherExecutor.recover`): finished jobs stay finished,
-running generations are adopted, the others resume from their checkpoints.
+running generations are adopted, the others resume from their checkpoints,
+and the autoscaler takes them all over with their history
+(:func:`adopt_recovered`), so the records cover the whole run.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from elasticopt.launcher.devices import DevicePool
 from elasticopt.launcher.executor import LauncherExecutor
 from elasticopt.launcher.observed import ObservedThroughput
+from elasticopt.launcher.recovery import job_history, open_since_s
 from elasticopt.models import Cluster
 from elasticopt.scheduling.autoscaler import Autoscaler
 from elasticopt.scheduling.executor import JobSpec, Phase
@@ -33,7 +36,7 @@ from elasticopt.scheduling.policies import get_policy
 from elasticopt.scheduling.records import JobRecord, write_jobs_csv, write_summary_json, write_timeline_csv
 from elasticopt.scheduling.workload import save_workload
 
-__all__ = ["LaunchConfig", "LaunchResult", "launch", "job_rows"]
+__all__ = ["LaunchConfig", "LaunchResult", "launch", "job_rows", "adopt_recovered"]
 
 log = logging.getLogger(__name__)
 
@@ -81,32 +84,42 @@ def job_rows(executor: LauncherExecutor, specs: Sequence[JobSpec]) -> list[dict[
     return rows
 
 
-def _records(scaler: Autoscaler, executor: LauncherExecutor, specs: Sequence[JobSpec]) -> list[JobRecord]:
-    """The autoscaler's records, plus jobs an earlier launcher already finished."""
-    by_id = {r.job_id: r for r in scaler.records()}
-    out = []
+def adopt_recovered(scaler: Autoscaler, executor: LauncherExecutor, specs: Sequence[JobSpec]) -> list[JobSpec]:
+    """Hand the jobs an earlier launcher ran (after :meth:`LauncherExecutor.recover`) to the autoscaler.
+
+    Finished jobs are recorded (:meth:`Autoscaler.adopt_finished`), the others
+    adopted on the allocation they hold (:meth:`Autoscaler.adopt`: a running
+    generation is not restarted, a job queued at a checkpoint waits for a
+    decision), each with the history the journal keeps
+    (:func:`~elasticopt.launcher.recovery.job_history`).
+
+    Returns
+    -------
+    list of JobSpec
+        The jobs no earlier launcher started, still to be submitted, in the given order.
+    """
+    state = executor.journal.state
+    rest = []
     for spec in specs:
-        if spec.id in by_id:
-            out.append(by_id[spec.id])
-            continue
         job = executor.jobs.get(spec.id)
-        if job is None or job.phase not in (Phase.COMPLETED, Phase.FAILED):
-            continue  # not arrived yet
-        rec = executor.journal.state.job(spec.id)
-        out.append(JobRecord(
-            job_id=spec.id, profile=spec.throughput.name, status=job.phase.value, arrival_s=spec.arrival_s,
-            first_start_s=rec.first_start_s, completion_s=job.end_s if job.phase is Phase.COMPLETED else None,
-            total_samples=float(spec.total_samples), samples_done=job.samples_done,
-            submitted_gpus=spec.submitted_gpus, submitted_batch=spec.batch_submitted,
-            final_gpus=rec.gpus, final_batch=rec.batch, starts=rec.generation, rescales=rec.rescales,
-            stops=0, restart_s=0.0, gpu_s=0.0,
-        ))  # fmt: skip
-    return out
+        if job is None:
+            rest.append(spec)
+            continue
+        history = job_history(state, spec.id)
+        if job.phase in (Phase.COMPLETED, Phase.FAILED):
+            scaler.adopt_finished(spec, job.phase.value, completion_s=job.end_s, samples_done=job.samples_done,
+                                  history=history)  # fmt: skip
+        else:
+            p = executor.progress(spec.id)
+            since = open_since_s(state, spec.id) if job.proc is not None else None
+            scaler.adopt(spec, p.gpus, p.batch, since_s=since, history=history)
+    return rest
 
 
 def _write(out: Path, scaler: Autoscaler, executor: LauncherExecutor, specs: Sequence[JobSpec],
            config: LaunchConfig, pool: DevicePool) -> tuple[list[JobRecord], dict[str, Any]]:
-    records = _records(scaler, executor, specs)
+    by_id = {r.job_id: r for r in scaler.records()}
+    records = [by_id[s.id] for s in specs if s.id in by_id]  # jobs not arrived yet have none
     end_s = executor.now_s()
     metrics = compute_metrics(records, scaler.timeline, scaler.decisions, pool.size, end_s)
     per_job = {}
@@ -178,9 +191,9 @@ def launch(
     scaler = Autoscaler(executor, cluster, policy, restart_cost_s=config.restart_cost_s, payback=config.payback)
     by_id = {s.id: s for s in specs}
     executor.recover(by_id)
-    # jobs already finished by an earlier launcher are not submitted again
-    pending = [s for s in sorted(specs, key=lambda s: s.arrival_s)
-               if s.id not in executor.jobs or executor.jobs[s.id].phase not in (Phase.COMPLETED, Phase.FAILED)]
+    # jobs an earlier launcher ran are adopted, not submitted again
+    pending = adopt_recovered(scaler, executor, sorted(specs, key=lambda s: s.arrival_s))
+    decide = bool(scaler.active_ids)  # adopted jobs: one decision, with the first arrivals if any
     interrupted = False
     next_tick = executor.now_s() + config.tick_s if config.tick_s else None
     next_write = 0.0
@@ -191,6 +204,9 @@ def launch(
             if arrived:
                 pending = pending[len(arrived):]
                 scaler.submit_many(arrived)
+            elif decide:
+                scaler.reschedule("recovered")
+            decide = False
             executor.poll()
             if next_tick is not None and now >= next_tick and scaler.active_ids:
                 scaler.tick()

@@ -17,7 +17,7 @@ which reads the generations' status files, reaps exits, starts pending
 generations and makes every listener callback (never from inside
 start/rescale/stop).  Everything that must survive the launcher goes to the
 :class:`~elasticopt.launcher.journal.Journal` first; :meth:`LauncherExecutor.recover`
-finds the jobs of a killed launcher again.
+finds the jobs of a killed launcher again (:mod:`elasticopt.launcher.recovery`).
 """
 
 from __future__ import annotations
@@ -37,13 +37,12 @@ from elasticopt.launcher.observed import ObservedThroughput
 from elasticopt.launcher.protocol import (
     GenerationSpec,
     GenerationStatus,
-    generation_dir,
     latest_checkpoint_samples,
-    read_spec,
     read_status,
     request_stop,
     torn_checkpoint_samples,
 )
+from elasticopt.launcher.recovery import recover_jobs
 from elasticopt.launcher.runner import GenerationProcess
 from elasticopt.scheduling.executor import Executor, JobProgress, JobSpec, Phase
 
@@ -437,53 +436,10 @@ class LauncherExecutor(Executor):
     def recover(self, specs: Mapping[str, JobSpec]) -> dict[str, JobProgress]:
         """Find the jobs of an earlier launcher of this run directory again.
 
-        Completed and failed jobs are restored as such; a generation still
-        alive is adopted (watched through its pid and status file, it keeps
-        training); a job whose generation died with the launcher is queued
-        again at its last checkpoint.
-
-        Parameters
-        ----------
-        specs
-            The run's jobs by id (jobs the journal does not know are ignored).
-
-        Returns
-        -------
-        dict
-            The progress of every job the journal knew.
+        See :func:`~elasticopt.launcher.recovery.recover_jobs`: ``specs`` are
+        the run's jobs by id; returns the progress of every job the journal knew.
         """
-        out: dict[str, JobProgress] = {}
-        for job_id, rec in self.journal.state.jobs.items():
-            if job_id not in specs or rec.generation == 0 and rec.completed_at is None and rec.failed_reason is None:
-                continue
-            job = self.jobs.get(job_id) or self._register(specs[job_id])
-            job.generation = rec.generation
-            job.lost_samples = rec.lost_samples
-            job.restarts = rec.restarts
-            job.rescales = rec.rescales
-            job.first_start_s = rec.first_start_s
-            ckpt = latest_checkpoint_samples(job.job_dir)
-            job.checkpoint_samples = ckpt
-            job.samples_done = max(rec.samples_done, float(ckpt))
-            if rec.completed_at is not None:
-                job.phase = Phase.COMPLETED
-                job.end_s = rec.completed_at - self.journal.t0
-            elif rec.failed_reason is not None:
-                job.phase = Phase.FAILED
-                job.message = rec.failed_reason
-            elif rec.open_generation is not None:
-                ev = rec.open_generation
-                spec = read_spec(generation_dir(job.job_dir, rec.generation) / "spec.json")
-                proc = GenerationProcess.adopt(spec, int(ev["pid"]), ev.get("start_ticks"), float(ev["started_at"]))
-                job.proc = proc
-                job.gpus, job.batch = rec.gpus, rec.batch
-                job.phase = Phase.RUNNING
-                job.log_path = str(proc.log_path)
-                if not self.pool.claim(job_id, list(ev.get("devices", []))):
-                    log.warning("job %s: devices %s are not all in this pool", job_id, ev.get("devices"))
-                self._watch(job)  # an exit while we were away is handled here
-            out[job_id] = self.progress(job_id)
-        return out
+        return recover_jobs(self, specs)
 
     def shutdown(self, timeout_s: float = 60.0, kill: bool = False) -> None:
         """Stop every running generation (checkpointing) and wait; ``kill`` skips the checkpoint."""

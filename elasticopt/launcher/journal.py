@@ -14,7 +14,10 @@ it, in ``<out>/journal.jsonl``.  Events::
     {"event": "failed", "job_id", "time", "reason"}
 
 :func:`replay` folds the lines into a :class:`JournalState`; a last line cut
-short by a crash is ignored.
+short by a crash is ignored.  Besides the job's last state it derives what
+the autoscaler's records need after a restart: GPU-seconds of the ended
+generations (gpus x (end ``time`` - ``started_at``)), starts (the first
+generation and every one after a preemption) and preemptions.
 """
 
 from __future__ import annotations
@@ -47,6 +50,17 @@ class JobRecord:
     failed_reason: str | None = None
     first_start_s: float | None = None
     throughput: dict[tuple[int, int], float] = field(default_factory=dict)
+    gpu_s: float = 0.0  # GPU-seconds of the ended generations
+    starts: int = 0  # generations started from the queue (first one, or after a preemption)
+    stops: int = 0  # preemptions requested
+
+    def close_generation(self, at: float) -> None:
+        """End the open generation at unix time ``at``: its GPU-seconds are banked."""
+        ev = self.open_generation
+        if ev is not None:
+            began = float(ev.get("started_at", ev.get("time", at)))
+            self.gpu_s += int(ev.get("gpus", 0)) * max(0.0, at - began)
+        self.open_generation = None
 
 
 @dataclass
@@ -74,16 +88,23 @@ def _apply(state: JournalState, ev: dict[str, Any]) -> None:
         return
     rec = state.job(job_id)
     if kind == "generation_start":
-        if rec.generation > 0 and (rec.gpus, rec.batch) != (ev["gpus"], ev["batch"]):
+        if rec.generation == 0 or rec.stops >= rec.starts:
+            rec.starts += 1
+        elif (rec.gpus, rec.batch) != (ev["gpus"], ev["batch"]):
             rec.rescales += 1
+        if rec.open_generation is not None:  # its end never reached the journal
+            rec.close_generation(float(ev.get("started_at", ev.get("time", 0.0))))
         rec.generation = int(ev["generation"])
         rec.gpus, rec.batch = int(ev["gpus"]), int(ev["batch"])
         rec.open_generation = ev
         if rec.first_start_s is None and state.t0 is not None:
             rec.first_start_s = float(ev.get("started_at", state.t0)) - state.t0
+    elif kind == "stop_requested":
+        if ev.get("reason") == "preempt":
+            rec.stops += 1
     elif kind == "generation_end":
         if rec.open_generation and rec.open_generation.get("generation") == ev.get("generation"):
-            rec.open_generation = None
+            rec.close_generation(float(ev.get("time", 0.0)))
         rec.samples_done = max(rec.samples_done, float(ev.get("samples_done", 0)))
         rec.checkpoint_samples = max(rec.checkpoint_samples, int(ev.get("checkpoint_samples") or 0))
         rec.lost_samples += int(ev.get("lost_samples", 0))
@@ -94,10 +115,10 @@ def _apply(state: JournalState, ev: dict[str, Any]) -> None:
     elif kind == "completed":
         rec.completed_at = float(ev["time"])
         rec.samples_done = max(rec.samples_done, float(ev.get("samples_done", 0)))
-        rec.open_generation = None
+        rec.close_generation(float(ev.get("time", 0.0)))
     elif kind == "failed":
         rec.failed_reason = str(ev.get("reason", ""))
-        rec.open_generation = None
+        rec.close_generation(float(ev.get("time", 0.0)))
 
 
 def replay(path: str | os.PathLike[str]) -> JournalState:

@@ -10,6 +10,7 @@ and the launcher's executor (real processes).
 """
 
 from elasticopt.scheduling.actions import Action, pays_back, plan_actions
+from elasticopt.scheduling.adoption import JobHistory
 from elasticopt.scheduling.autoscaler import Autoscaler, Decision, check_allocation
 from elasticopt.scheduling.executor import Executor, ExecutorListener, JobProgress, JobSpec, Phase
 from elasticopt.scheduling.metrics import Metrics, compute_metrics
@@ -30,7 +31,7 @@ from elasticopt.scheduling.state import Allocation, JobState, Snapshot, option_e
 
 __all__ = [
     "Action", "pays_back", "plan_actions",
-    "Autoscaler", "Decision", "check_allocation",
+    "Autoscaler", "Decision", "JobHistory", "check_allocation",
     "Executor", "ExecutorListener", "JobProgress", "JobSpec", "Phase",
     "Metrics", "compute_metrics",
     "ElasticPolicy", "FixedBatchPolicy", "GreedyPolicy", "Policy", "StaticPolicy",

@@ -6,7 +6,10 @@ failures (executor callbacks) and optional periodic ticks
 policy for a target, checks it (capacity, feasibility), vetoes rescales that
 would not pay back their restart cost, orders the changes so GPUs are
 released before they are taken (:func:`plan_actions`) and applies them to the
-executor.  It cannot tell a simulated executor from a real one.
+executor.  It cannot tell a simulated executor from a real one.  Jobs an
+earlier driver already ran (a restarted launcher) are taken over with
+:meth:`Autoscaler.adopt` and :meth:`Autoscaler.adopt_finished`
+(:mod:`elasticopt.scheduling.adoption`).
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ from dataclasses import dataclass
 from elasticopt.errors import ValidationError
 from elasticopt.models import Cluster
 from elasticopt.scheduling.actions import Action, pays_back, plan_actions
+from elasticopt.scheduling.adoption import AdoptionMixin, JobHistory
 from elasticopt.scheduling.executor import Executor, JobSpec, Phase
 from elasticopt.scheduling.policies.base import Policy
 from elasticopt.scheduling.records import JobRecord, TimelinePoint
 from elasticopt.scheduling.state import Allocation, JobState, Snapshot, cached, option_error
 
-__all__ = ["Autoscaler", "Decision", "check_allocation"]
+__all__ = ["Autoscaler", "Decision", "JobHistory", "check_allocation"]
 
 log = logging.getLogger(__name__)
 Option = tuple[int, int]
@@ -90,7 +94,7 @@ def check_allocation(snapshot: Snapshot, allocation: Allocation, policy_name: st
         )
 
 
-class Autoscaler:
+class Autoscaler(AdoptionMixin):
     """Drives an :class:`Executor` with a :class:`Policy`.
 
     Parameters
@@ -148,16 +152,29 @@ class Autoscaler:
     def submit(self, spec: JobSpec, *, reschedule: bool = True) -> Decision | None:
         """A job arrives; reschedule unless ``reschedule=False`` (batching arrivals)."""
         with self._lock:
-            if spec.id in self._tracks:
-                raise ValidationError(f"job {spec.id!r}", "a job id not submitted before", spec.id)
-            spec = dataclasses.replace(
-                spec,
-                throughput=cached(spec.throughput),
-                restart_cost_s=self.restart_cost_s if spec.restart_cost_s is None else spec.restart_cost_s,
-            )
+            spec = self._prepare(spec)
             self._tracks[spec.id] = _Track(spec=spec, alloc_since_s=self.executor.now_s())
             self._active[spec.id] = None
             return self.reschedule("arrival") if reschedule else None
+
+    def _prepare(self, spec: JobSpec) -> JobSpec:
+        if spec.id in self._tracks:
+            raise ValidationError(f"job {spec.id!r}", "a job id not submitted before", spec.id)
+        return dataclasses.replace(
+            spec,
+            throughput=cached(spec.throughput),
+            restart_cost_s=self.restart_cost_s if spec.restart_cost_s is None else spec.restart_cost_s,
+        )
+
+    def _track(self, spec: JobSpec, history: JobHistory, status: str, since_s: float) -> _Track:
+        tr = _Track(
+            spec=spec, status=status, first_start_s=history.first_start_s, last_alloc=history.last_alloc,
+            alloc_since_s=since_s, starts=history.starts, rescales=history.rescales, stops=history.stops,
+            restart_s=float(spec.restart_cost_s or 0.0) * (history.starts + history.rescales),
+            gpu_s=float(history.gpu_s),
+        )  # fmt: skip
+        self._tracks[spec.id] = tr
+        return tr
 
     def submit_many(self, specs: Iterable[JobSpec]) -> Decision | None:
         """Several jobs arrive at once: one decision for all of them."""

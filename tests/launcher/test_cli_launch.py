@@ -17,6 +17,8 @@ from launcher_helpers import FAKE
 from elasticopt.errors import InstanceError
 from elasticopt.launcher.jobsfile import EXAMPLES, load_jobs
 from elasticopt.launcher.journal import replay
+from elasticopt.launcher.recovery import job_history, open_since_s
+from elasticopt.scheduling import JobHistory
 from elasticopt.scheduling.records import read_jobs_csv
 
 RATES = [[1, 64, 2000.0], [1, 128, 2200.0], [2, 128, 3800.0], [2, 256, 4000.0]]
@@ -109,6 +111,48 @@ def test_launcher_killed_and_restarted_finds_its_jobs(tmp_path):
     with open(out / "jobs.csv") as fh:
         rows = {r["job_id"]: r for r in csv.DictReader(fh)}
     assert {r["status"] for r in rows.values()} == {"completed"}
+    # the second launcher's autoscaler adopted the jobs with their history: complete records
+    recs = {r.job_id: r for r in read_jobs_csv(out / "jobs.csv")}
+    events = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    resumed_s = next(ev["time"] for ev in events if ev.get("resumed")) - state.t0
+    for j in ("long1", "long2"):
+        r = recs[j]
+        assert r.first_start_s == pytest.approx(state.jobs[j].first_start_s, abs=1e-3)
+        assert 0 <= r.first_start_s < resumed_s < r.completion_s
+        assert (r.starts, r.rescales, r.final_gpus, r.final_batch) == (1, 0, 1, 64)
+        assert r.gpu_s == pytest.approx(r.completion_s - r.first_start_s, abs=0.5)  # 1 GPU since its first start
+    q = recs["quick"]  # finished under the first launcher: rebuilt from the journal
+    assert 0 <= q.first_start_s < q.completion_s < resumed_s and q.samples_done == 500
+    assert 0 < q.gpu_s <= q.completion_s - q.first_start_s + 1e-3
+    assert (q.starts, q.final_gpus, q.final_batch) == (1, 1, 64)
+
+
+def test_journal_keeps_what_adopted_records_need(tmp_path):
+    t0 = 1000.0
+    lines = [
+        {"event": "session", "t0": t0, "time": t0},
+        {"event": "generation_start", "job_id": "a", "generation": 1, "gpus": 2, "batch": 128, "started_at": 1010.0},
+        {"event": "stop_requested", "job_id": "a", "generation": 1, "reason": "preempt"},
+        {"event": "generation_end", "job_id": "a", "generation": 1, "reason": "stopped", "time": 1030.0},
+        {"event": "generation_start", "job_id": "a", "generation": 2, "gpus": 1, "batch": 64, "started_at": 1050.0},
+        {"event": "stop_requested", "job_id": "a", "generation": 2, "reason": "rescale"},
+        {"event": "generation_end", "job_id": "a", "generation": 2, "reason": "stopped", "time": 1060.0},
+        {"event": "generation_start", "job_id": "a", "generation": 3, "gpus": 2, "batch": 64, "started_at": 1061.0},
+        {"event": "generation_end", "job_id": "a", "generation": 3, "reason": "crashed", "time": 1065.0},
+        {"event": "generation_start", "job_id": "a", "generation": 4, "gpus": 2, "batch": 64, "started_at": 1066.0},
+    ]  # fmt: skip
+    path = tmp_path / "journal.jsonl"
+    path.write_text("".join(json.dumps(ev) + "\n" for ev in lines))
+    state = replay(path)
+    h = job_history(state, "a")
+    assert h == JobHistory(first_start_s=10.0, gpu_s=2 * 20 + 1 * 10 + 2 * 4, starts=2, rescales=1, stops=1,
+                           last_alloc=(2, 64))  # fmt: skip
+    assert open_since_s(state, "a") == 66.0  # the open generation: the autoscaler accrues it from here
+    with open(path, "a") as fh:
+        fh.write(json.dumps({"event": "completed", "job_id": "a", "time": 1070.0, "samples_done": 9}) + "\n")
+    state = replay(path)
+    assert job_history(state, "a").gpu_s == 58 + 2 * 4 and open_since_s(state, "a") is None
+    assert job_history(state, "never") == JobHistory()
 
 
 def test_launcher_imports_without_torch():
