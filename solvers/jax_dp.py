@@ -116,13 +116,13 @@ class JaxDP(Backend):
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> dict[str, Any]:
         fix = reduced_cost_fixing(table) if options["fixing"] and table.n_jobs else None
         core = fix.core if fix is not None else table
+        # the greedy incumbent already meets the Lagrangian bound: it is optimal, no DP needed
+        if fix is not None and fix.incumbent_value >= fix.bound:
+            return {"fix": fix, "core": core, "skip": True}
         # pad the GPU axis for the problem's full cluster, so that capacity clipping and fixing
         # (which vary from one scheduling decision to the next) never change the compiled shape
         model = self._arrays(core, int(table.stats.get("capacity", table.capacity)))
-        model["fix"] = fix
-        model["core"] = core
-        # the greedy incumbent already meets the Lagrangian bound: it is optimal, no DP needed
-        model["skip"] = fix is not None and fix.incumbent_value >= fix.bound
+        model.update(fix=fix, core=core, skip=False)
         return model
 
     @staticmethod
