@@ -157,6 +157,42 @@ def lagrangian_bound(
     return best_v, best_lam, ch_hi
 
 
+def _tie_rounding(table: OptionTable, lag: _Lag, lam: float) -> np.ndarray | None:
+    """LP rounding at λ: each job on the fewest GPUs among its (near-)tied best choices,
+    then jobs moved to their most GPUs among the ties while the capacity allows.
+
+    Every tied choice has the same Lagrangian score, so each move adds λ per GPU;
+    when the moves fill the capacity exactly the result meets the bound.  Near-ties
+    (float tolerance) only affect how good the incumbent is, never exactness.
+    """
+    s = lag.u - lam * lag.k
+    best = s.max(axis=1)
+    tol = 1e-9 * np.maximum(1.0, np.abs(best))
+    tied = s >= (best - tol)[:, None]
+    kt = np.where(tied, lag.k, np.inf)
+    low = np.argmin(kt, axis=1)
+    high = np.argmax(np.where(tied, lag.k, -np.inf), axis=1)
+    rows = np.arange(table.n_jobs)
+    left = table.capacity - float(lag.k[rows, low].sum())
+    delta = lag.k[rows, high] - lag.k[rows, low]
+    col = low.copy()
+    if left < 0:
+        return None  # even the fewest GPUs among the ties overfill: no rounding from here
+    move = np.flatnonzero(delta > 0)
+    if left == 0 or move.size == 0:
+        return col - 1  # column 0 is idle
+    # big moves first while they fit, then the rest smallest first into what is left
+    big = move[np.argsort(-delta[move], kind="stable")]
+    fit = np.cumsum(delta[big]) <= left
+    take = big[fit]
+    left -= float(delta[take].sum())
+    rest = big[~fit][::-1]  # ascending
+    take2 = rest[np.cumsum(delta[rest]) <= left]
+    col[take] = high[take]
+    col[take2] = high[take2]
+    return col - 1
+
+
 def _improve(table: OptionTable, choice: np.ndarray, rounds: int = 3) -> np.ndarray:
     """Greedy fill of leftover capacity: per job its best upgrade, by gain per extra GPU.
 
@@ -222,8 +258,14 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     bound = int(np.floor(bound_f + margin))
     inc = ch
     inc_val, _ = table.objective_of(inc)
-    if inc_val < bound:  # the Lagrangian choice alone is not proven optimal: fill leftover GPUs greedily
-        inc = _improve(table, ch)
+    if inc_val < bound:  # round the LP: among options tied at λ, move jobs to more GPUs while they fit
+        tied = _tie_rounding(table, lag, lam)
+        if tied is not None:
+            tied_val, _ = table.objective_of(tied)
+            if tied_val > inc_val:
+                inc, inc_val = tied, tied_val
+    if inc_val < bound:  # still not proven optimal: fill leftover GPUs greedily
+        inc = _improve(table, inc)
         inc_val, _ = table.objective_of(inc)
     if inc_val >= bound:  # the incumbent meets the bound: it is optimal, every job is fixed to it
         keep = np.zeros_like(table.valid)
