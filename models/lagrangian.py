@@ -268,14 +268,47 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
         inc = _improve(table, inc)
         inc_val, _ = table.objective_of(inc)
     if inc_val >= bound:  # the incumbent meets the bound: it is optimal, every job is fixed to it
-        keep = np.zeros_like(table.valid)
-        idle_keep = np.zeros_like(table.idle_allowed)
+        return _all_fixed(table, bound, inc, int(inc_val))
     else:
         # an allocation using option o of job j is worth at most L + reduced cost (reduced <= 0)
         s = lag.option_scores(lam)
         keep = table.valid & (bound_f + (s - best[:, None]) >= inc_val - margin)
         idle_keep = table.idle_allowed & (bound_f - best >= inc_val - margin)
     return make_fixing(table, bound, inc, int(inc_val), keep, idle_keep)
+
+
+def _all_fixed(table: OptionTable, bound: int, inc: np.ndarray, inc_val: int) -> Fixing:
+    """Every job fixed to the incumbent (proven optimal): an empty core."""
+    inc = np.asarray(inc, dtype=np.int64)
+    rows = np.flatnonzero(inc >= 0)
+    used = int(table.gpus[rows, inc[rows]].sum())
+    empty_i = np.zeros((0, 0), dtype=np.int64)
+    core = replace(
+        table,
+        job_ids=(),
+        capacity=int(table.capacity - used),
+        gpus=empty_i,
+        batch=empty_i.copy(),
+        utility=empty_i.copy(),
+        value=np.zeros((0, 0)),
+        samples_per_s=np.zeros((0, 0)),
+        valid=np.zeros((0, 0), dtype=bool),
+        idle_allowed=np.zeros(0, dtype=bool),
+        current_option=np.zeros(0, dtype=np.int64),
+        running_ids=(),
+        stats=dict(table.stats),
+    )
+    return Fixing(
+        core=core,
+        core_rows=np.zeros(0, dtype=np.int64),
+        core_cols=empty_i.copy(),
+        fixed_choice=inc,
+        fixed_utility=inc_val,
+        bound=int(bound),
+        incumbent=inc,
+        incumbent_value=inc_val,
+        options_removed=int(table.valid.sum() - rows.size),
+    )
 
 
 def make_fixing(
