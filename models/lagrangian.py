@@ -240,6 +240,32 @@ def margin_of(table: OptionTable, lam: float) -> float:
     return (table.n_jobs + table.width + 4) * 2.0**-48 * mag + 1e-9
 
 
+def _quick_proof(table: OptionTable, lag: _Lag) -> Fixing | None:
+    """Try λ = the best utility per GPU first: under load it is often the LP optimum.
+
+    There every option scores <= 0, so only jobs that must run take GPUs; if that
+    fits, L(λ) = λ G + their scores, and rounding the ties at λ often fills the
+    cluster exactly, meeting the bound: every job is then fixed without searching
+    for λ.  Returns None when this does not prove optimality.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(table.valid & (table.gpus > 0), table.utility / np.maximum(table.gpus, 1), -np.inf)
+    lam = float(ratio.max(initial=-np.inf))
+    if not (np.isfinite(lam) and lam > 0):
+        return None
+    v, ch, k = lag.value(lam)
+    if k > table.capacity:
+        return None
+    bound = int(np.floor(v + margin_of(table, lam)))
+    tied = _tie_rounding(table, lag, lam)
+    if tied is None:
+        return None
+    inc_val, _ = table.objective_of(tied)
+    if inc_val < bound:
+        return None
+    return _all_fixed(table, bound, tied, int(inc_val))
+
+
 def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     """Remove options that cannot beat a greedy incumbent; fix decided jobs.
 
@@ -249,6 +275,9 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     if not fixable(table):
         return None  # nothing to fix, or a job that must run has no option: infeasible
     lag = _Lag(table)
+    quick = _quick_proof(table, lag)
+    if quick is not None:
+        return quick
     bound_f, lam, ch = lagrangian_bound(table, lag=lag)
     if _gpus_of(table, ch) > table.capacity:
         return None

@@ -55,9 +55,12 @@ def choice_to_allocation(table: OptionTable, choice: np.ndarray) -> dict[str, tu
         return {jid: None for jid in table.job_ids}
     ar = np.arange(table.n_jobs)
     idx = np.maximum(choice, 0)
-    ks = table.gpus[ar, idx].tolist()
-    bs = table.batch[ar, idx].tolist()
-    return {jid: (None if o < 0 else (k, b)) for jid, o, k, b in zip(table.job_ids, choice.tolist(), ks, bs)}
+    out: dict[str, tuple[int, int] | None] = dict(
+        zip(table.job_ids, zip(table.gpus[ar, idx].tolist(), table.batch[ar, idx].tolist()))
+    )
+    for j in np.flatnonzero(choice < 0).tolist():
+        out[table.job_ids[j]] = None
+    return out
 
 
 def _check_choice(table: OptionTable, choice: np.ndarray) -> str:
