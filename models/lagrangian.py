@@ -281,9 +281,7 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     bound_f, lam, ch = lagrangian_bound(table, lag=lag)
     if _gpus_of(table, ch) > table.capacity:
         return None
-    best, _, _ = lag.scores(lam)
-    bound_f = lam * table.capacity + float(best.sum())
-    margin = margin_of(table, lam)
+    margin = margin_of(table, lam)  # bound_f is L(λ) as evaluated by the search
     bound = int(np.floor(bound_f + margin))
     inc = ch
     inc_val, _ = table.objective_of(inc)
@@ -298,11 +296,11 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
         inc_val, _ = table.objective_of(inc)
     if inc_val >= bound:  # the incumbent meets the bound: it is optimal, every job is fixed to it
         return _all_fixed(table, bound, inc, int(inc_val))
-    else:
-        # an allocation using option o of job j is worth at most L + reduced cost (reduced <= 0)
-        s = lag.option_scores(lam)
-        keep = table.valid & (bound_f + (s - best[:, None]) >= inc_val - margin)
-        idle_keep = table.idle_allowed & (bound_f - best >= inc_val - margin)
+    # an allocation using option o of job j is worth at most L + reduced cost (reduced <= 0)
+    best, _, _ = lag.scores(lam)
+    s = lag.option_scores(lam)
+    keep = table.valid & (bound_f + (s - best[:, None]) >= inc_val - margin)
+    idle_keep = table.idle_allowed & (bound_f - best >= inc_val - margin)
     return make_fixing(table, bound, inc, int(inc_val), keep, idle_keep)
 
 
