@@ -2,9 +2,9 @@
 
 Usage (defaults: the paper family, n=1000 jobs, G=1024 GPUs)::
 
-    /work/venv/bin/python benchmarks/bench_backends.py
-    /work/venv/bin/python benchmarks/bench_backends.py --family mck-strongly --jobs 200 --gpus 256
-    /work/venv/bin/python benchmarks/bench_backends.py --instance instances/paper-medium.json --json
+    python benchmarks/bench_backends.py
+    python benchmarks/bench_backends.py --family mck-strongly --jobs 200 --gpus 256
+    python benchmarks/bench_backends.py --instance instances/paper-medium.json --json
 
 The instance is compiled and reduced once; each backend solves that same
 table once to warm up (jax compiles, libraries import), then ``--repeats``

@@ -1,7 +1,7 @@
 """elasticopt: elastic scaling of deep-learning training jobs on shared GPU clusters.
 
 Pick both the number of GPUs and the batch size of every job with exact
-solvers that agree (DESIGN.md). The public surface::
+solvers that agree (docs/design.md). The public surface::
 
     import elasticopt
     problem = elasticopt.load_instance("instances/tiny.json")

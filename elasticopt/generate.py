@@ -3,7 +3,7 @@
 Families
 --------
 ``paper``
-    A mix of the real networks (named profiles, DESIGN §6): per job a window of
+    A mix of the real networks (named profiles, docs/design.md §6): per job a window of
     its measured batch range, running and queued jobs, remaining samples.
 ``uniform``
     Synthetic jobs: random parametric profiles, written as measured points.

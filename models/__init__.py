@@ -1,4 +1,4 @@
-"""The allocation problem, defined once (DESIGN §2), and its instance files (§7).
+"""The allocation problem, defined once (docs/design.md §2), and its instance files (§7).
 
 Installed as ``elasticopt.models``.
 """

@@ -1,4 +1,4 @@
-"""Instance files, format ``elasticopt-instance/1`` (DESIGN §7).
+"""Instance files, format ``elasticopt-instance/1`` (docs/design.md §7).
 
 :func:`load_instance` validates a file against the shipped JSON Schema, then
 checks what a schema cannot (unique ids, ranges, a feasible option per job);

@@ -1,4 +1,4 @@
-"""Lagrangian (LP-dual) bound and reduced-cost fixing: an exact speed-up (DESIGN §2).
+"""Lagrangian (LP-dual) bound and reduced-cost fixing: an exact speed-up (docs/design.md §2).
 
 Relaxing the capacity row with a multiplier λ >= 0 gives, for every λ, the
 upper bound ::

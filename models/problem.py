@@ -1,4 +1,4 @@
-"""The allocation problem, defined once (DESIGN §2): Cluster, Job, Problem.
+"""The allocation problem, defined once (docs/design.md §2): Cluster, Job, Problem.
 
 All three are frozen dataclasses validated on construction; a broken rule
 raises :class:`elasticopt.errors.ValidationError` naming the field path, the
@@ -15,7 +15,7 @@ from elasticopt.models.throughput import ThroughputModel
 
 __all__ = ["Cluster", "Running", "Job", "Problem", "OBJECTIVES"]
 
-#: The separable objectives of DESIGN §2.
+#: The separable objectives of docs/design.md §2.
 OBJECTIVES: tuple[str, ...] = ("speedup", "throughput", "completion")
 
 
@@ -58,7 +58,7 @@ class Running:
 
 @dataclass(frozen=True)
 class Job:
-    """One training job (DESIGN §2).
+    """One training job (docs/design.md §2).
 
     Parameters
     ----------
@@ -121,7 +121,7 @@ class Job:
         return self.running is not None
 
     def is_feasible(self, gpus: int, batch: int) -> bool:
-        """Whether (k, b) is a feasible option for this job (DESIGN §2), ignoring capacity."""
+        """Whether (k, b) is a feasible option for this job (docs/design.md §2), ignoring capacity."""
         if gpus < self.gpus_min or (self.gpus_max is not None and gpus > self.gpus_max):
             return False
         if not (self.batch_min <= batch <= self.batch_max):
@@ -152,7 +152,7 @@ class Job:
 
 @dataclass(frozen=True)
 class Problem:
-    """One allocation problem: pick (k, b) or idle for every job (DESIGN §2).
+    """One allocation problem: pick (k, b) or idle for every job (docs/design.md §2).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Exact reductions of an option table (DESIGN §2).
+"""Exact reductions of an option table (docs/design.md §2).
 
 Each step returns a new, smaller :class:`OptionTable` with the same optimum
 value (tests prove it):
@@ -101,7 +101,7 @@ def reduce_table(
     dominance: bool = True,
     clip_capacity: bool = True,
 ) -> OptionTable:
-    """Apply the exact reductions of DESIGN §2.
+    """Apply the exact reductions of docs/design.md §2.
 
     Parameters
     ----------

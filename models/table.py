@@ -1,4 +1,4 @@
-"""The canonical option table: the problem compiled to integers (DESIGN §2).
+"""The canonical option table: the problem compiled to integers (docs/design.md §2).
 
 Every backend optimises exactly ``sum_j utility[j, choice_j]`` subject to
 ``sum_j gpus[j, choice_j] <= capacity``, where ``choice_j`` is one valid option
@@ -143,7 +143,7 @@ def _best_rate(opts: list[tuple[int, int, float]]) -> float:
 
 
 def job_values(problem: Problem, job: Job, opts: list[tuple[int, int, float]]) -> list[float]:
-    """Objective value v of each option of ``job`` (DESIGN §2), penalty included.
+    """Objective value v of each option of ``job`` (docs/design.md §2), penalty included.
 
     Parameters
     ----------
@@ -212,7 +212,7 @@ def pick_scale(total_abs_value: float, n: int, tie_scale: int = 1) -> int:
 
 
 def compile_problem(problem: Problem) -> OptionTable:
-    """Compile a problem to its canonical integer option table (DESIGN §2).
+    """Compile a problem to its canonical integer option table (docs/design.md §2).
 
     Options are every feasible (k, b) with k <= G; ``utility = round(v * S)``
     with S the largest power of two <= 2**20 keeping ``sum_j max |u|`` within

@@ -1,8 +1,8 @@
 """Throughput models: what a job knows of its samples/s at (k GPUs, global batch b).
 
 Two kinds satisfy :class:`ThroughputModel`: :class:`MeasuredThroughput` (a
-finite set of measured points, DESIGN §7 ``"throughput"``) and the fitted
-profiles of :mod:`elasticopt.profiles` (DESIGN §6, ``"profile"``).
+finite set of measured points, docs/design.md §7 ``"throughput"``) and the fitted
+profiles of :mod:`elasticopt.profiles` (docs/design.md §6, ``"profile"``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Solver backends for the option table (DESIGN §3). Installed as ``elasticopt.solvers``.
+"""Solver backends for the option table (docs/design.md §3). Installed as ``elasticopt.solvers``.
 
 Every backend is registered by name (:func:`get_backend`); libraries are
 imported inside the solve call, so this package imports without them.

@@ -36,7 +36,7 @@ def solve(
         Wall-clock limit for the backend run; on hitting it the result is
         ``Status.LIMIT`` with the best allocation found and the bound.
     reduce
-        Apply the exact reductions of DESIGN §2 first.
+        Apply the exact reductions of docs/design.md §2 first.
     **options
         Backend options (e.g. ``num_workers`` for ``cpsat``); unknown ones raise.
 

@@ -1,4 +1,4 @@
-"""``cpsat``: the option table as an OR-tools CP-SAT model (DESIGN §3).
+"""``cpsat``: the option table as an OR-tools CP-SAT model (docs/design.md §3).
 
 One Boolean per option and one per idle choice, ``add_exactly_one`` per job,
 one capacity row, the integer objective.  Default settings prove optimality

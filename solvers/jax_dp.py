@@ -1,4 +1,4 @@
-"""``dp``: the paper's dynamic program, jax-vectorised (DESIGN §3).
+"""``dp``: the paper's dynamic program, jax-vectorised (docs/design.md §3).
 
 The recurrence is the one of :mod:`elasticopt.solvers.numpy_dp`.  One
 ``lax.scan`` runs over the jobs; each step takes, for each of the K options, a

@@ -1,4 +1,4 @@
-"""``milp``: the option table as a 0/1 MILP solved by HiGHS (highspy), DESIGN §3.
+"""``milp``: the option table as a 0/1 MILP solved by HiGHS (highspy), docs/design.md §3.
 
 Column i is option ``(rows[i], cols[i])``: ``x_i = 1`` iff that job runs that
 option.  Row j (one per job) is ``sum of job j's x <= 1`` (``= 1`` when the job

@@ -1,4 +1,4 @@
-"""``pyomo``: the option-table MILP as a readable Pyomo model (DESIGN §3).
+"""``pyomo``: the option-table MILP as a readable Pyomo model (docs/design.md §3).
 
 The same 0/1 model as :mod:`elasticopt.solvers.milp`, written for people::
 

@@ -184,7 +184,7 @@ def markdown(rows, sens, args, wall_s):
               "- **Finite workloads.** Each run has 2 jobs per GPU; at high load they arrive as a burst, so "
               "queueing is bounded by the burst and the baselines' mean JCT barely grows with load, while "
               "\"done by the horizon\" (a shorter window at higher load) falls for every policy.",
-              "- **Restart cost** (30 s here; ~10 s measured for torchrun, DESIGN §5) matters little against "
+              "- **Restart cost** (30 s here; ~10 s measured for torchrun, docs/design.md §5) matters little against "
               "Philly durations of tens of minutes to hours; the payback rule vetoes rescales that would not "
               "pay for themselves.",
               "- **Batch ranges** are Pollux's measured accuracy-neutral ranges (t4/*): wide for imagenet, "

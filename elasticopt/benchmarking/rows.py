@@ -94,7 +94,7 @@ class BenchRow:
     (``stats["operations"]``: fewer once reduced-cost fixing shrinks the table
     to a core, 0 when the bound alone proved optimality); ``dp_ops_per_s`` =
     ``dp_ops_run / solve_s`` (the kernel's achieved rate) and
-    ``dp_ops_fraction`` its ratio to the 1.5e9 ops/s reference (DESIGN §3).
+    ``dp_ops_fraction`` its ratio to the 1.5e9 ops/s reference (docs/design.md §3).
     """
 
     instance: str

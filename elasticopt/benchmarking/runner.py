@@ -36,7 +36,7 @@ from elasticopt.solvers import Solution, Status, verify
 
 __all__ = ["BenchEvent", "run_benchmark", "count_solves", "environment", "REFERENCE_OPS_PER_S"]
 
-#: Int64 max-plus operations per second of a C kernel on one core (DESIGN §3).
+#: Int64 max-plus operations per second of a C kernel on one core (docs/design.md §3).
 REFERENCE_OPS_PER_S = 1.5e9
 
 #: Backends that run the DP recurrence (their rows get achieved operations/s).
@@ -233,7 +233,7 @@ def run_benchmark(
     time_limit_s
         Passed to every solve call; None for no limit.
     reduce
-        Apply the exact reductions after compiling (DESIGN §2).
+        Apply the exact reductions after compiling (docs/design.md §2).
     progress
         Called with a :class:`BenchEvent` before and after every solve.
     order

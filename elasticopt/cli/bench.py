@@ -82,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--time-limit-s", type=float, default=60.0,
                    help="time limit per solve, seconds (default 60; 0 for none)")
     p.add_argument("--no-warmup", action="store_true", help="skip the untimed first solve (warmup_s)")
-    p.add_argument("--no-reduce", action="store_true", help="skip the exact reductions (DESIGN §2)")
+    p.add_argument("--no-reduce", action="store_true", help="skip the exact reductions (docs/design.md §2)")
     p.add_argument("--order", choices=["interleaved", "grouped"], default="interleaved",
                    help="interleaved (default): repeat r of every solver before repeat r+1, so machine drift hits "
                    "all alike and each solve starts with caches the others left cold; grouped: each solver's "
@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
         paths = write_results(result, args.out, plots=not args.no_plots)
         console.print("wrote " + ", ".join(str(p) for p in paths), highlight=False)
     console.print(f"DP ops/s fraction is of the {REFERENCE_OPS_PER_S:.1e} int64 max-plus ops/s "
-                  "one-core reference (DESIGN §3).", highlight=False)
+                  "one-core reference (docs/design.md §3).", highlight=False)
     if result.settings.get("interrupted"):
         console.print("[bold yellow]interrupted: the results above and the files are partial (exit 130)[/]")
         return 130

@@ -1,6 +1,6 @@
 """``elasticopt export FILE --format lp|mps -o OUT``: the MILP for outside solvers.
 
-Writes the Pyomo model of the instance's option table (DESIGN §3, backend
+Writes the Pyomo model of the instance's option table (docs/design.md §3, backend
 ``pyomo``) as a CPLEX-LP or MPS file that glpk, cbc, SCIP, Gurobi, CPLEX or
 HiGHS can read.  Variables are ``x(job,gpus,batch)`` (1 iff the job runs that
 option); the objective is the integer utility, so any solver's optimum must

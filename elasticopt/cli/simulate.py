@@ -37,7 +37,7 @@ def register(subparsers) -> None:
                    help="policy name or module:Class; repeat to compare (default: elastic, fixed-batch, static)")
     p.add_argument("--solver", default="dp", help="solver backend of elastic / fixed-batch (default dp)")
     p.add_argument("--priority", default="arrival", choices=["arrival", "srpt"], help="tie-break order")
-    p.add_argument("--rescale-penalty", type=float, default=None, help="λ of DESIGN §2 (policy default if unset)")
+    p.add_argument("--rescale-penalty", type=float, default=None, help="λ of docs/design.md §2 (policy default if unset)")
     p.add_argument("--restart-cost-s", type=float, default=30.0, help="seconds lost at every start/rescale")
     p.add_argument("--horizon-s", type=float, default=None, help="stop at this time (default: all jobs done)")
     p.add_argument("--tick-s", type=float, default=None, help="also re-decide every TICK seconds")

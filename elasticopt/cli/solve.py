@@ -31,14 +31,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Solve an elasticopt-instance/1 JSON file: pick (GPUs, batch) or idle for every job. "
         "Exit codes: 0 solved, 1 infeasible / no solution, 2 bad input, 3 exact solvers disagree.",
     )
-    p.add_argument("file", help="instance file (format elasticopt-instance/1, see DESIGN.md §7)")
+    p.add_argument("file", help="instance file (format elasticopt-instance/1, see docs/design.md §7)")
     p.add_argument(
         "--solver",
         default="dp",
         help="backend name (default: dp), or 'all' to run every installed exact backend and compare",
     )
     p.add_argument("--time-limit-s", type=float, default=None, help="time limit per backend run, seconds")
-    p.add_argument("--no-reduce", action="store_true", help="skip the exact reductions (DESIGN §2)")
+    p.add_argument("--no-reduce", action="store_true", help="skip the exact reductions (docs/design.md §2)")
     p.add_argument("--json", action="store_true", help="print the solution(s) as JSON instead of tables")
     p.add_argument("-o", "--output", default=None, help="also write the solution(s) as JSON to this file")
     p.set_defaults(func=run)

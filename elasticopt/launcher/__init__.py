@@ -1,4 +1,4 @@
-"""The launcher: real training jobs on this machine, started and rescaled by the autoscaler (DESIGN §5).
+"""The launcher: real training jobs on this machine, started and rescaled by the autoscaler (docs/design.md §5).
 
 - :mod:`~elasticopt.launcher.devices`: the GPUs (or CPU slots) handed out to jobs;
 - :mod:`~elasticopt.launcher.runner`: one ``torchrun`` process group per job generation;

@@ -1,4 +1,4 @@
-"""Finding the jobs of a killed launcher again (DESIGN §5).
+"""Finding the jobs of a killed launcher again (docs/design.md §5).
 
 Everything that must survive the launcher is in its
 :class:`~elasticopt.launcher.journal.Journal`.  A new launcher on the same run

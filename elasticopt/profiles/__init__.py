@@ -1,4 +1,4 @@
-"""Throughput profiles of real networks, fitted to public measurements (DESIGN §6).
+"""Throughput profiles of real networks, fitted to public measurements (docs/design.md §6).
 
 - :class:`TabularProfile`: measured points, interpolated, never extrapolated.
 - :class:`ParametricProfile`: compute linear in the per-GPU batch, overlapped

@@ -1,7 +1,7 @@
 """The (k, b) grid a profile offers as candidate options.
 
 GPU counts are powers of two that divide the node size or are multiples of it
-(so every allocation packs onto nodes, DESIGN §2); global batches are powers of
+(so every allocation packs onto nodes, docs/design.md §2); global batches are powers of
 two in the job's range plus the range ends; k divides b and the local batch
 b / k stays within ``[min_local, max_local]``.
 """

@@ -1,4 +1,4 @@
-"""Scheduling: policies, the autoscaler, the simulated executor and the simulator (DESIGN §4).
+"""Scheduling: policies, the autoscaler, the simulated executor and the simulator (docs/design.md §4).
 
 ::
 

@@ -1,4 +1,4 @@
-"""The autoscaler: events -> policy -> actions -> executor (DESIGN §4).
+"""The autoscaler: events -> policy -> actions -> executor (docs/design.md §4).
 
 It reacts to job arrivals (:meth:`Autoscaler.submit`), completions and
 failures (executor callbacks) and optional periodic ticks

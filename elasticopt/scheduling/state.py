@@ -157,7 +157,7 @@ class Allocation:
 
 
 def option_error(spec: JobSpec, gpus: int, batch: int, cluster_gpus: int | None = None) -> str | None:
-    """Why (k, b) is not a feasible option for ``spec`` (DESIGN §2), or None if it is.
+    """Why (k, b) is not a feasible option for ``spec`` (docs/design.md §2), or None if it is.
 
     Parameters
     ----------
@@ -256,7 +256,7 @@ def cached(model: Any) -> Any:
 
 
 def to_model_job(state: JobState, allowed: Callable[[int, int], bool] | None = None) -> Job:
-    """The :class:`elasticopt.models.Job` of an active job (DESIGN §2).
+    """The :class:`elasticopt.models.Job` of an active job (docs/design.md §2).
 
     Parameters
     ----------

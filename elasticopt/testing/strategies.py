@@ -1,4 +1,4 @@
-"""Hypothesis strategies that generate allocation problems (DESIGN §2).
+"""Hypothesis strategies that generate allocation problems (docs/design.md §2).
 
 Importable by the project's tests and by users testing their own solvers::
 

@@ -116,7 +116,7 @@ def get_policy(spec: str, **options: Any) -> Policy:
 
 
 def priority_order(snapshot: Snapshot, rule: str = "arrival") -> tuple[str, ...]:
-    """Job ids in tie-break order (earlier = preferred among ties, DESIGN §2).
+    """Job ids in tie-break order (earlier = preferred among ties, docs/design.md §2).
 
     Parameters
     ----------

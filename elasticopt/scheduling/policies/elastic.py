@@ -42,7 +42,7 @@ def payback_filter(state: JobState, margin: float = 1.0) -> Callable[[int, int],
 
 @register_policy("elastic")
 class ElasticPolicy:
-    """Build the allocation problem (DESIGN §2) from the snapshot and solve it.
+    """Build the allocation problem (docs/design.md §2) from the snapshot and solve it.
 
     Parameters
     ----------

@@ -17,7 +17,7 @@ class GreedyPolicy:
 
     Every job starts at nothing (queued) or at its smallest option (running,
     no preemption); then, repeatedly, the job whose next larger GPU count
-    adds the most value per added GPU (DESIGN §2 ``speedup`` values, the
+    adds the most value per added GPU (docs/design.md §2 ``speedup`` values, the
     rescale penalty charged to changes of running jobs) takes it, ties going
     to the earlier job in ``priority`` order.  Not exact: a baseline.
 
