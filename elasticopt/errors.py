@@ -14,10 +14,24 @@ __all__ = [
     "ValidationError",
     "InstanceError",
     "SolverError",
+    "SolverOptionError",
     "UnknownSolverError",
     "SolverUnavailableError",
     "format_path",
+    "short_repr",
 ]
+
+
+#: Longest found value a message prints before cutting it short.
+MAX_FOUND_CHARS = 200
+
+
+def short_repr(value: object, limit: int = MAX_FOUND_CHARS) -> str:
+    """``repr(value)``, cut to about ``limit`` characters with the full length noted."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 40]}... ({len(text):,} characters in all)"
 
 
 def format_path(parts: Sequence[str | int]) -> str:
@@ -64,7 +78,7 @@ class ValidationError(ElasticoptError, ValueError):
         super().__init__(self._render())
 
     def _render(self) -> str:
-        msg = f"{self.path}: expected {self.expected}, found {self.found!r}"
+        msg = f"{self.path}: expected {self.expected}, found {short_repr(self.found)}"
         if self.hint:
             msg += f" ({self.hint})"
         return msg
@@ -93,6 +107,35 @@ class InstanceError(ValidationError):
 
 class SolverError(ElasticoptError):
     """A solver backend failed or was asked for something it cannot do."""
+
+
+class SolverOptionError(SolverError, ValueError):
+    """A backend option with a name the backend does not know, or a value it does not accept.
+
+    Parameters
+    ----------
+    solver
+        The backend's name.
+    option
+        The option's name.
+    expected
+        The rule, in words (for an unknown name: the options it accepts).
+    found
+        The value given.
+    unknown
+        Whether the name itself is unknown (then ``found`` is not shown).
+    """
+
+    def __init__(self, solver: str, option: str, expected: str, found: object, *, unknown: bool = False):
+        self.solver = solver
+        self.option = option
+        self.expected = expected
+        self.found = found
+        if unknown:
+            msg = f"solver {solver!r} got unknown option {option!r}; it accepts: {expected}"
+        else:
+            msg = f"solver {solver!r} option {option!r}: expected {expected}, found {short_repr(found)}"
+        super().__init__(msg)
 
 
 class UnknownSolverError(SolverError, KeyError):

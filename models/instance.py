@@ -24,6 +24,7 @@ from typing import Any
 
 from elasticopt._io import atomic_write_text
 from elasticopt.errors import InstanceError, ValidationError, format_path
+from elasticopt.models.jsontext import check_values, describe, loads
 from elasticopt.models.problem import Cluster, Job, Problem, Running
 from elasticopt.models.throughput import MeasuredThroughput, ThroughputModel
 
@@ -37,6 +38,41 @@ def instance_schema() -> dict[str, Any]:
     """The JSON Schema of format 1 (shipped as package data)."""
     text = resources.files("elasticopt.models").joinpath("schema/instance-1.json").read_text("utf-8")
     return json.loads(text)
+
+
+@lru_cache(maxsize=1)
+def _validator_class() -> Any:
+    """Draft 2020-12 where "integer" means a JSON integer literal: ``4.0`` is not one."""
+    import jsonschema
+
+    def is_integer(_checker: Any, value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    base = jsonschema.Draft202012Validator
+    return jsonschema.validators.extend(base, type_checker=base.TYPE_CHECKER.redefine("integer", is_integer))
+
+
+#: Job field -> its JSON path inside a job (the model's names differ from the file's).
+_JOB_FIELDS = {
+    "batch_min": "batch.min",
+    "batch_max": "batch.max",
+    "max_local": "batch.max_local",
+    "gpus_min": "gpus.min",
+    "gpus_max": "gpus.max",
+    "running.gpus": "running.gpus",
+    "running.batch": "running.batch",
+    "remaining_samples": "remaining_samples",
+    "weight": "weight",
+    "job.id": "id",
+}
+
+
+def _job_path(where: str, model_path: str) -> str:
+    """The JSON path of a Job/Running validation path such as ``job 'a'.batch_min``."""
+    for name, json_path in _JOB_FIELDS.items():
+        if model_path == name or model_path.endswith("." + name):
+            return f"{where}.{json_path}"
+    return where
 
 
 def _describe_schema_error(err: Any) -> tuple[str, str, object]:
@@ -73,7 +109,7 @@ def _describe_schema_error(err: Any) -> tuple[str, str, object]:
         found = "both" if isinstance(found, dict) and "throughput" in found and "profile" in found else "neither"
     else:
         expected = f"{v} {arg!r}"
-    return format_path(path), expected, found
+    return format_path(path), expected, describe(found)
 
 
 def _resolve_profile(name: str, file: str, path: str) -> ThroughputModel:
@@ -126,7 +162,7 @@ def _job_from_dict(d: dict[str, Any], i: int, file: str) -> Job:
             weight=d.get("weight", 1.0),
         )
     except ValidationError as exc:
-        raise InstanceError(file, f"{where} ({exc.path})", exc.expected, exc.found, exc.hint) from None
+        raise InstanceError(file, _job_path(where, exc.path), exc.expected, exc.found, exc.hint) from None
     # measured points are finite; a profile's candidates stay within its measured range
     if not job.options(gpus_cap=None):
         raise InstanceError(
@@ -157,13 +193,19 @@ def problem_from_dict(data: Any, file: str = "<memory>") -> Problem:
     """
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(instance_schema())
+    if not isinstance(data, dict):
+        raise InstanceError(file, "(root)", f"a JSON object (an {FORMAT} document)", describe(data))
+    check_values(data, file)
+    validator = _validator_class()(instance_schema())
     err = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if err is not None:
         path, expected, found = _describe_schema_error(err)
         raise InstanceError(file, path, expected, found)
     cl = data["cluster"]
-    cluster = Cluster(cl["gpus"], cl.get("gpus_per_node", 8))
+    try:
+        cluster = Cluster(cl["gpus"], cl.get("gpus_per_node", 8))
+    except ValidationError as exc:
+        raise InstanceError(file, exc.path, exc.expected, exc.found, exc.hint) from None
     jobs = []
     seen: dict[str, int] = {}
     for i, jd in enumerate(data["jobs"]):
@@ -171,6 +213,7 @@ def problem_from_dict(data: Any, file: str = "<memory>") -> Problem:
             raise InstanceError(file, f"jobs[{i}].id", f"a unique id (jobs[{seen[jd['id']]}] has it too)", jd["id"])
         seen[jd["id"]] = i
         jobs.append(_job_from_dict(jd, i, file))
+    _check_priority(data.get("priority"), seen, file)
     try:
         return Problem(
             cluster=cluster,
@@ -182,6 +225,18 @@ def problem_from_dict(data: Any, file: str = "<memory>") -> Problem:
         )
     except ValidationError as exc:
         raise InstanceError(file, exc.path, exc.expected, exc.found, exc.hint) from None
+
+
+def _check_priority(priority: list[str] | None, ids: dict[str, int], file: str) -> None:
+    """Each entry of ``priority`` a job id, at most once (reported at ``priority[i]``)."""
+    first: dict[str, int] = {}
+    for i, jid in enumerate(priority or ()):
+        if jid in first:
+            raise InstanceError(file, f"priority[{i}]", f"each job id at most once (priority[{first[jid]}] has it too)",
+                                describe(jid))
+        if jid not in ids:
+            raise InstanceError(file, f"priority[{i}]", "the id of a job in 'jobs'", describe(jid))
+        first[jid] = i
 
 
 def load_instance(path: str | os.PathLike[str]) -> Problem:
@@ -206,13 +261,7 @@ def load_instance(path: str | os.PathLike[str]) -> Problem:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InstanceError(name, "(root)", "a readable UTF-8 JSON file", type(exc).__name__ + ": " + str(exc)) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InstanceError(
-            name, "(root)", "valid JSON", f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    return problem_from_dict(data, file=name)
+    return problem_from_dict(loads(text, name), file=name)
 
 
 def _num(x: float) -> float | int:

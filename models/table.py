@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from elasticopt.errors import ValidationError
 from elasticopt.models.problem import Job, Problem
+from elasticopt.models.throughput import MeasuredThroughput
 
 __all__ = ["OptionTable", "compile_problem", "job_values", "pick_scale", "DEFAULT_SCALE", "MAX_TOTAL"]
 
@@ -200,8 +202,6 @@ def pick_scale(total_abs_value: float, n: int, tie_scale: int = 1) -> int:
         while scale > 1 and scale > limit:
             scale //= 2
         if scale > limit:
-            from elasticopt.errors import ValidationError
-
             raise ValidationError(
                 "jobs[*].weight",
                 "objective values whose total fits exact integers (sum of max |v| * B < 2**52)",
@@ -209,6 +209,32 @@ def pick_scale(total_abs_value: float, n: int, tie_scale: int = 1) -> int:
                 "use smaller weights or the 'speedup' objective",
             )
     return scale
+
+
+def _overflow_error(
+    problem: Problem, per_job: list[list[tuple[int, int, float]]], per_val: list[list[float]], exc: ValidationError
+) -> ValidationError:
+    """The objective total overflows: blame the job with the largest value, at its JSON path."""
+    j = max(range(len(per_val)), key=lambda i: max((abs(v) for v in per_val[i]), default=0.0))
+    job, opts, vals = problem.jobs[j], per_job[j], per_val[j]
+    o = max(range(len(vals)), key=lambda i: abs(vals[i]))
+    k, b, t = opts[o]
+    if job.weight != 1.0:
+        path, found = f"jobs[{j}].weight", job.weight
+    elif problem.objective == "completion" and job.remaining_samples is not None and job.remaining_samples < 1:
+        path, found = f"jobs[{j}].remaining_samples", job.remaining_samples
+    elif isinstance(job.throughput, MeasuredThroughput):
+        path, found = f"jobs[{j}].throughput", [k, b, t]  # the row's index in the file is not kept
+    else:
+        path, found = f"jobs[{j}].profile", job.throughput.name
+    return ValidationError(
+        path,
+        "values small enough that the objective total fits exact integers (sum over jobs of the largest "
+        "value x B < 2**52)",
+        found,
+        f"job {job.id!r} has value {vals[o]:.6g} at (k={k}, b={b}): {t:.6g} samples/s x weight {job.weight:g}, "
+        f"objective {problem.objective!r}; the total over jobs is {exc.found:.6g}",
+    )
 
 
 def compile_problem(problem: Problem) -> OptionTable:
@@ -259,7 +285,10 @@ def compile_problem(problem: Problem) -> OptionTable:
                     current[j] = o
     tie_scale, bonus = _tie_bonus(problem)
     total = float(np.abs(np.where(valid, value, 0.0)).max(axis=1).sum()) if K else 0.0
-    scale = pick_scale(total, n, tie_scale)
+    try:
+        scale = pick_scale(total, n, tie_scale)
+    except ValidationError as exc:
+        raise _overflow_error(problem, per_job, per_val, exc) from None
     scaled = np.rint(value * scale).astype(np.int64)
     utility = scaled * tie_scale
     if bonus:

@@ -1,0 +1,285 @@
+"""Mutation fuzzing of instance files and of ``elasticopt solve`` (in-process).
+
+:func:`mutate_text` turns a valid instance document into the text of a broken
+(or sometimes still valid) one, changing its structure and its values:
+values replaced by edge cases (NaN, inf, huge integer literals, floats where
+integers belong, wrong types), keys deleted or added, list items duplicated or
+dropped, nesting 100,000 deep, a top-level list, long ``priority`` lists with
+duplicates, truncated text.  The randomness comes from a :class:`random.Random`,
+so a seed reproduces a file, and hypothesis can drive it (``st.randoms()``).
+
+:func:`run_solve` runs ``elasticopt solve FILE`` through
+:func:`elasticopt.cli.main` in this process and :func:`classify` sorts the
+outcome: ``solved`` (exit 0), ``infeasible`` (exit 1), ``disagree`` (exit 3),
+``clean error`` (exit 2, the message names the file and a JSON path),
+``error without file or path`` (exit 2 otherwise) and ``crash`` (an exception
+escaped, a traceback was printed, or another exit code).
+
+``validation/fuzz_cli.py`` runs a seeded batch and prints the counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import random
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MUTATIONS", "mutate_text", "run_solve", "SolveRun", "classify", "names_file_and_path", "OUTCOMES"]
+
+#: The outcome classes of :func:`classify`, in report order.
+OUTCOMES: tuple[str, ...] = (
+    "clean error",
+    "solved",
+    "infeasible",
+    "disagree",
+    "crash",
+    "error without file or path",
+)
+
+#: Depth of the deeply nested values (deeper than Python's recursion limit).
+DEEP = 100_000
+
+_RAW = "@@raw{}@@"
+
+#: Raw JSON texts placed where a value was (they cannot be made by json.dumps).
+RAW_VALUES: tuple[str, ...] = (
+    "1" + "0" * 4400,  # an integer literal over Python's 4300-digit limit
+    "-" + "9" * 5000,
+    "1e999",  # parses to inf
+    "-1e999",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "[" * DEEP + "]" * DEEP,
+    '{"a":' * DEEP + "1" + "}" * DEEP,
+)
+
+#: Edge-case values put in place of an existing value.
+VALUES: tuple[Any, ...] = (
+    -1, 0, 1, 2, 3, 7, 2**31, 2**53 + 1, 2**63, 10**30,
+    0.5, 1.0, 4.0, 8.5, -0.0, 1e-300, 1e18, 1e300,
+    "", "x", "a" * 5000, None, True, False, [], {}, [1, 32, 1e18], [[1, 32, 1e18]],
+)
+
+
+def _nodes(doc: Any, path: tuple = ()) -> list[tuple]:
+    """Every path (tuple of keys/indices) in ``doc``, root included, iteratively."""
+    out, stack = [], [(path, doc)]
+    while stack:
+        p, node = stack.pop()
+        out.append(p)
+        if isinstance(node, dict):
+            stack.extend((p + (k,), v) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((p + (i,), v) for i, v in enumerate(node))
+    out.reverse()
+    return out
+
+
+def _get(doc: Any, path: tuple) -> Any:
+    for part in path:
+        doc = doc[part]
+    return doc
+
+
+def _set(doc: Any, path: tuple, value: Any) -> Any:
+    if not path:
+        return value
+    _get(doc, path[:-1])[path[-1]] = value
+    return doc
+
+
+class _Raw:
+    """A placeholder for raw JSON text, substituted after ``json.dumps``."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _dumps(doc: Any) -> str:
+    raws: list[str] = []
+
+    def enc(o: Any) -> Any:
+        if isinstance(o, _Raw):
+            raws.append(o.text)
+            return _RAW.format(len(raws) - 1)
+        raise TypeError(type(o).__name__)
+
+    text = json.dumps(doc, default=enc)
+    for i, raw in enumerate(raws):
+        text = text.replace(json.dumps(_RAW.format(i)), raw, 1)
+    return text
+
+
+def _replace_value(doc: Any, rng: random.Random) -> Any:
+    path = rng.choice(_nodes(doc))
+    value = _Raw(rng.choice(RAW_VALUES)) if rng.random() < 0.3 else copy.deepcopy(rng.choice(VALUES))
+    return _set(doc, path, value)
+
+
+def _numeric_value(doc: Any, rng: random.Random) -> Any:
+    """A number somewhere replaced by an edge-case number (a throughput, a GPU count...)."""
+    nums = [p for p in _nodes(doc) if isinstance(_get(doc, p), (int, float)) and not isinstance(_get(doc, p), bool)]
+    if not nums:
+        return _replace_value(doc, rng)
+    choices = [v for v in VALUES if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    value = _Raw(rng.choice(RAW_VALUES[:7])) if rng.random() < 0.3 else rng.choice(choices)
+    return _set(doc, rng.choice(nums), value)
+
+
+def _delete_key(doc: Any, rng: random.Random) -> Any:
+    dicts = [p for p in _nodes(doc) if isinstance(_get(doc, p), dict) and _get(doc, p)]
+    if dicts:
+        d = _get(doc, rng.choice(dicts))
+        del d[rng.choice(sorted(d))]
+    return doc
+
+
+def _add_key(doc: Any, rng: random.Random) -> Any:
+    dicts = [p for p in _nodes(doc) if isinstance(_get(doc, p), dict)]
+    if dicts:
+        d = _get(doc, rng.choice(dicts))
+        d[rng.choice(["extra", "gpus", "min", "id", "batch", "throughput", "profile", "weight"])] = copy.deepcopy(
+            rng.choice(VALUES)
+        )
+    return doc
+
+
+def _edit_list(doc: Any, rng: random.Random) -> Any:
+    lists = [p for p in _nodes(doc) if isinstance(_get(doc, p), list)]
+    if not lists:
+        return doc
+    lst = _get(doc, rng.choice(lists))
+    op = rng.randrange(4)
+    if op == 0 and lst:
+        lst.append(copy.deepcopy(rng.choice(lst)))  # duplicate an item (a job id, a point)
+    elif op == 1 and lst:
+        del lst[rng.randrange(len(lst))]
+    elif op == 2:
+        lst.clear()
+    else:
+        rng.shuffle(lst)
+    return doc
+
+
+def _deep(doc: Any, rng: random.Random) -> Any:
+    return _set(doc, rng.choice(_nodes(doc)), _Raw(rng.choice(RAW_VALUES[-2:])))
+
+
+def _top_level(doc: Any, rng: random.Random) -> Any:
+    return rng.choice([[doc], doc.get("jobs", []) if isinstance(doc, dict) else [], 42, "instance", None])
+
+
+def _priority(doc: Any, rng: random.Random) -> Any:
+    if not isinstance(doc, dict):
+        return doc
+    ids = [j.get("id") for j in doc.get("jobs", []) if isinstance(j, dict)] or ["a"]
+    doc["priority"] = [rng.choice(ids) for _ in range(rng.choice([3, 50, 2000]))]
+    return doc
+
+
+def _throughput(doc: Any, rng: random.Random) -> Any:
+    rows = [p for p in _nodes(doc) if len(p) >= 2 and p[-2] == "throughput" and isinstance(_get(doc, p), list)]
+    if not rows:
+        return _numeric_value(doc, rng)
+    row = _get(doc, rng.choice(rows))
+    if len(row) == 3:
+        row[rng.randrange(3)] = rng.choice([1e18, 1e300, 1e-300, 10**400, 0.5, 2**63, -1.0])
+    return doc
+
+
+def _cluster(doc: Any, rng: random.Random) -> Any:
+    if isinstance(doc, dict) and isinstance(doc.get("cluster"), dict):
+        key = rng.choice(["gpus", "gpus_per_node"])
+        doc["cluster"][key] = rng.choice([4.0, 8.5, 1e18, 2**63, 10**30, -0.0, 1e300])
+    return doc
+
+
+#: Name -> mutation of a parsed document (returns the new document).
+MUTATIONS = {
+    "replace value": _replace_value,
+    "numeric value": _numeric_value,
+    "delete key": _delete_key,
+    "add key": _add_key,
+    "edit list": _edit_list,
+    "deep nesting": _deep,
+    "top level": _top_level,
+    "priority": _priority,
+    "throughput": _throughput,
+    "cluster": _cluster,
+}
+
+
+def mutate_text(text: str, rng: random.Random, rounds: int | None = None) -> str:
+    """A mutated copy of the instance file ``text``.
+
+    Parameters
+    ----------
+    text
+        A valid instance file.
+    rng
+        The source of randomness (seeded ``random.Random``, or hypothesis' ``st.randoms()``).
+    rounds
+        How many mutations to apply (default 1 to 3, drawn from ``rng``).
+    """
+    doc: Any = json.loads(text)
+    for _ in range(rounds if rounds is not None else rng.choice([1, 1, 1, 2, 3])):
+        if isinstance(doc, (dict, list)):
+            doc = MUTATIONS[rng.choice(sorted(MUTATIONS))](doc, rng)
+    out = _dumps(doc)
+    r = rng.random()
+    if r < 0.03:
+        out = out[: rng.randrange(len(out) + 1)]  # truncated
+    elif r < 0.04:
+        out = ""
+    return out
+
+
+@dataclass(frozen=True)
+class SolveRun:
+    """What one in-process ``elasticopt solve`` did."""
+
+    code: int | None  # exit code; None when an exception escaped
+    stdout: str
+    stderr: str
+    exception: str = ""  # "Type: message" of an escaped exception
+
+
+def run_solve(path: str, *extra: str) -> SolveRun:
+    """``elasticopt solve PATH --json *extra`` in this process, output captured."""
+    from elasticopt.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code: int | None = main(["solve", path, "--json", *extra])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException as exc:  # noqa: BLE001 - that is what is being looked for
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return SolveRun(None, out.getvalue(), err.getvalue(), f"{type(exc).__name__}: {str(exc)[:300]}")
+    return SolveRun(code, out.getvalue(), err.getvalue())
+
+
+#: A JSON path as the messages write it: ``(root)``, ``cluster.gpus``, ``jobs[3].batch.max_local``.
+JSON_PATH = r"(?:\(root\)|[A-Za-z_]\w*(?:\[\d+\])*(?:\.[A-Za-z_]\w*(?:\[\d+\])*)*)"
+
+
+def names_file_and_path(message: str, path: str) -> bool:
+    """Whether an error message reads ``... error: FILE: JSON_PATH: expected ...``."""
+    return re.search(re.escape(path) + ": " + JSON_PATH + ": expected ", message) is not None
+
+
+def classify(run: SolveRun, path: str) -> str:
+    """The outcome class of ``run`` (one of :data:`OUTCOMES`)."""
+    if run.code is None or run.code not in (0, 1, 2, 3) or "Traceback" in run.stderr:
+        return "crash"
+    if run.code == 2:
+        return "clean error" if names_file_and_path(run.stderr, path) else "error without file or path"
+    return {0: "solved", 1: "infeasible", 3: "disagree"}[run.code]

@@ -1,0 +1,113 @@
+"""JSON text of instance files, read defensively: every failure is an InstanceError.
+
+What the standard library lets through or lets escape, and what happens here:
+
+- nesting deeper than Python's recursion limit (``RecursionError`` from
+  :func:`json.loads`): an error at ``(root)``; nesting deeper than
+  :data:`MAX_DEPTH` that still parses: an error at the first too-deep path;
+- integer literals over Python's 4300-digit limit (``ValueError`` from
+  ``int()``): parsed into a :class:`HugeInteger` placeholder, so the error
+  names its JSON path;
+- integers outside ±(2**53 - 1), the range JSON numbers keep exactly (RFC 7493,
+  I-JSON), and ``NaN`` / ``Infinity`` / ``1e999`` (not JSON, but Python reads
+  them): an error at their JSON path.
+
+Found values in messages are kept short by :func:`describe`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from elasticopt.errors import InstanceError, format_path
+
+__all__ = ["MAX_DEPTH", "MAX_EXACT_INT", "HugeInteger", "loads", "check_values", "describe"]
+
+#: Deepest nesting of arrays/objects an instance may have (format 1 needs 5).
+MAX_DEPTH = 32
+
+#: Largest integer magnitude JSON numbers carry exactly (RFC 7493 §2.2).
+MAX_EXACT_INT = 2**53 - 1
+
+#: Longer integer literals are not converted (Python refuses over 4300 digits; any over 16 is out of range).
+_MAX_DIGITS = 100
+
+
+class HugeInteger:
+    """An integer literal too long to convert: kept as its digit count only."""
+
+    def __init__(self, text: str):
+        self.digits = len(text.lstrip("-"))
+        self.negative = text.startswith("-")
+
+    def __repr__(self) -> str:
+        return f"an integer literal of {self.digits:,} digits"
+
+
+def _parse_int(text: str) -> int | HugeInteger:
+    return HugeInteger(text) if len(text) > _MAX_DIGITS else int(text)
+
+
+def loads(text: str, file: str) -> Any:
+    """Parse ``text`` as JSON; errors become :class:`InstanceError` naming ``file``."""
+    try:
+        return json.loads(text, parse_int=_parse_int)
+    except json.JSONDecodeError as exc:
+        raise InstanceError(file, "(root)", "valid JSON", f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise InstanceError(
+            file, "(root)", f"JSON nested at most {MAX_DEPTH} levels deep", "nesting too deep to parse"
+        ) from None
+
+
+def check_values(data: Any, file: str) -> None:
+    """Reject too-deep nesting, non-finite numbers and integers JSON cannot carry exactly.
+
+    Walks the document without recursion, in document order.
+
+    Raises
+    ------
+    InstanceError
+        Naming ``file`` and the JSON path of the first offending value.
+    """
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, (dict, list)):
+            if len(path) >= MAX_DEPTH:
+                raise InstanceError(file, format_path(path), f"at most {MAX_DEPTH} levels of nesting",
+                                    "deeper nesting", "an instance file needs 5")
+            items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+            stack.extend((path + (k,), v) for k, v in reversed(items))
+        elif isinstance(value, HugeInteger) or (
+            isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_EXACT_INT
+        ):
+            raise InstanceError(file, format_path(path), "an integer within ±(2**53 - 1) (RFC 7493)", value)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise InstanceError(file, format_path(path), "a finite number (JSON has no NaN or Infinity)", value)
+
+
+def describe(value: Any, limit: int = 80) -> Any:
+    """A short stand-in for a found value: containers and long strings summarised.
+
+    Scalars that print short are returned as they are (so messages show
+    ``-3`` or ``'abc'``); lists, objects and long text become a description.
+    """
+    if isinstance(value, dict):
+        keys = ", ".join(repr(k) for k in list(value)[:5])
+        more = ", ..." if len(value) > 5 else ""
+        return _Described(f"an object with {len(value)} key(s) ({keys}{more})" if value else "an empty object")
+    if isinstance(value, list):
+        return _Described(f"a list of {len(value)} item(s)" if value else "an empty list")
+    if isinstance(value, str) and len(value) > limit:
+        return _Described(f"a string of {len(value):,} characters starting {value[:20]!r}")
+    return value
+
+
+class _Described(str):
+    """A description printed without quotes."""
+
+    def __repr__(self) -> str:
+        return str(self)
