@@ -27,6 +27,7 @@ import numpy as np
 
 from elasticopt.errors import SolverError, SolverUnavailableError
 from elasticopt.models.table import OptionTable
+from elasticopt.solvers.options import OptionRule, check_options
 from elasticopt.solvers.solution import Solution, Status
 
 __all__ = ["Backend", "Outcome", "choice_to_allocation"]
@@ -96,8 +97,10 @@ class Backend(ABC):
     requires: ClassVar[tuple[str, ...]] = ()
     #: The pip extra that installs ``requires``.
     extra: ClassVar[str | None] = None
-    #: Options the backend accepts, with their defaults.
+    #: Options the backend accepts, with their defaults (a default's type is the value's rule).
     default_options: ClassVar[Mapping[str, Any]] = {}
+    #: Rules for options a type does not describe: name -> (expected, in words; check).
+    option_rules: ClassVar[Mapping[str, OptionRule]] = {}
     #: One line for ``--help`` and listings.
     description: ClassVar[str] = ""
 
@@ -123,14 +126,16 @@ class Backend(ABC):
     def extract(self, table: OptionTable, model: Any, raw: Any) -> Outcome:
         """Turn raw results into an :class:`Outcome`."""
 
-    def _options(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(options) - set(self.default_options))
-        if unknown:
-            known = ", ".join(sorted(self.default_options)) or "none"
-            raise SolverError(f"solver {self.name!r} got unknown option(s) {', '.join(unknown)}; it accepts: {known}")
-        merged = dict(self.default_options)
-        merged.update(options)
-        return merged
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The default options updated with ``options``, names and values checked.
+
+        Raises
+        ------
+        SolverOptionError
+            For an option the backend does not know or a value it does not accept.
+        """
+        return check_options(cls.name, cls.default_options, options, cls.option_rules)
 
     def solve(self, table: OptionTable, *, time_limit_s: float | None = None, **options: Any) -> Solution:
         """Solve ``table``; see :func:`elasticopt.solve` for the public entry point.
@@ -139,12 +144,14 @@ class Backend(ABC):
         ------
         SolverUnavailableError
             If the backend's library is not installed.
+        SolverOptionError
+            For an unknown option or a bad option value.
         SolverError
-            For unknown options or a bad time limit.
+            For a bad time limit.
         """
         if time_limit_s is not None and not (time_limit_s > 0):
             raise SolverError(f"time_limit_s must be > 0 seconds, got {time_limit_s!r}")
-        opts = self._options(options)
+        opts = self.check_options(options)
         common = {"scale": table.scale, "tie_scale": table.tie_scale, "solver": self.name}
         t0 = time.perf_counter()
         try:

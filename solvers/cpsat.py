@@ -17,47 +17,26 @@ from typing import Any
 
 import numpy as np
 
-from elasticopt.errors import SolverError
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.common import hint_choice
 from elasticopt.solvers.registry import register
-from elasticopt.solvers.solution import Solution, Status
+from elasticopt.solvers.solution import Status
 
-__all__ = ["CPSat", "hint_choice"]
+__all__ = ["CPSat"]
 
 
-def hint_choice(table: OptionTable, hint: Any) -> np.ndarray:
-    """Option index per job row (-1 idle, -2 no hint) from a hint.
-
-    Parameters
-    ----------
-    table
-        The option table being solved.
-    hint
-        A :class:`Solution`, or a mapping ``job id -> (gpus, batch) | None``.
-        Jobs it does not name, or whose (k, b) is not an option of the table
-        (e.g. removed by a reduction), get no hint.
-    """
-    if isinstance(hint, Solution):
-        alloc: Mapping[str, Any] = hint.allocation
-    elif isinstance(hint, Mapping):
-        alloc = hint
-    else:
-        raise SolverError(f"option 'hint' must be a Solution or a mapping job id -> (gpus, batch) | None, got {type(hint).__name__}")
-    out = np.full(table.n_jobs, -2, dtype=np.int64)
-    for j, jid in enumerate(table.job_ids):
-        if jid not in alloc:
-            continue
-        a = alloc[jid]
-        if a is None:
-            if table.idle_allowed[j]:
-                out[j] = -1
-            continue
-        k, b = int(a[0]), int(a[1])
-        hit = np.flatnonzero(table.valid[j] & (table.gpus[j] == k) & (table.batch[j] == b))
-        if hit.size:
-            out[j] = int(hit[0])
-    return out
+#: CP-SAT status (``CpSolver.status_name``) -> our status, before the solution is read.
+#: FEASIBLE means a limit stopped the search with an allocation; UNKNOWN, that it stopped
+#: before any (often inside presolve, where CP-SAT then reports a bound of 0, which is no
+#: bound at all: none is reported).  Names missing from this map are ERROR.
+STATUS_MAP: dict[str, Status] = {
+    "OPTIMAL": Status.OPTIMAL,
+    "FEASIBLE": Status.LIMIT,
+    "INFEASIBLE": Status.INFEASIBLE,
+    "UNKNOWN": Status.LIMIT,
+    "MODEL_INVALID": Status.ERROR,
+}
 
 
 @dataclass
@@ -86,6 +65,10 @@ class CPSat(Backend):
         "hint": None,
         "log_search_progress": False,
     }
+    option_rules = {
+        "num_workers": ("an integer >= 0 (0: CP-SAT picks)", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+        "linearization_level": ("0, 1 or 2", lambda v: v in (0, 1, 2) and not isinstance(v, bool)),
+    }
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> _Model:
         from ortools.sat.python import cp_model
@@ -108,7 +91,7 @@ class CPSat(Backend):
         m.maximize(cp_model.LinearExpr.weighted_sum(x, u))
         hint = options.get("hint")
         if hint is not None:
-            hc = hint_choice(table, hint)
+            hc = hint_choice(table, hint, self.name)
             for j in range(table.n_jobs):
                 if hc[j] == -2:
                     continue
@@ -133,29 +116,28 @@ class CPSat(Backend):
         return solver, status
 
     def extract(self, table: OptionTable, model: _Model, raw: Any) -> Outcome:
-        from ortools.sat.python import cp_model
-
-        solver, status = raw
+        solver, cp_status = raw
+        name = solver.status_name(cp_status)
         stats = {
             "branches": int(solver.num_branches),
             "conflicts": int(solver.num_conflicts),
             "wall_s": float(solver.wall_time),
-            "cpsat_status": solver.status_name(status),
+            "cpsat_status": name,
         }
-        if status == cp_model.INFEASIBLE:
+        status = STATUS_MAP.get(name, Status.ERROR)
+        if status is Status.INFEASIBLE:
             return Outcome(Status.INFEASIBLE, stats=stats)
-        if status == cp_model.MODEL_INVALID:
-            return Outcome(Status.ERROR, message="CP-SAT: model invalid: " + model.model.validate(), stats=stats)
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            # UNKNOWN: the limit hit before any solution (often inside presolve); CP-SAT then
-            # reports a best bound of 0, which is no bound at all: none is reported
+        if status is Status.ERROR:
+            detail = model.model.validate() if name == "MODEL_INVALID" else "unexpected status"
+            return Outcome(Status.ERROR, message=f"CP-SAT {name}: {detail}", stats=stats)
+        if name == "UNKNOWN":
             return Outcome(Status.LIMIT, message="CP-SAT stopped before finding a solution", stats=stats)
         bound = _floor_bound(solver.best_objective_bound)
         choice = np.full(table.n_jobs, -1, dtype=np.int64)
         vals = [solver.boolean_value(v) for v in model.x]
         on = np.flatnonzero(vals)
         choice[model.rows[on]] = model.cols[on]
-        if status == cp_model.OPTIMAL:
+        if status is Status.OPTIMAL:
             obj = int(round(solver.objective_value))
             return Outcome(Status.OPTIMAL, choice=choice, bound=obj, stats=stats)
         obj = int(round(solver.objective_value))

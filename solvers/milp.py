@@ -25,14 +25,28 @@ import numpy as np
 
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
-from elasticopt.solvers.cpsat import hint_choice
+from elasticopt.solvers.common import empty_outcome, hint_choice, integer_bound
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status
 
-__all__ = ["HighsMILP", "csc_arrays", "integer_bound"]
+__all__ = ["HighsMILP", "csc_arrays", "new_highs"]
 
 #: A column value farther than this from 0 or 1 is not trusted as integral.
 INTEGRALITY_TOL = 1e-6
+
+#: HiGHS model status (``highspy.HighsModelStatus`` member name) -> our status, before
+#: the solution is checked: LIMIT may still be proven OPTIMAL by the integer bound.
+#: Names missing from this map (model/solve errors, unbounded, not set...) are ERROR.
+STATUS_MAP: dict[str, Status] = {
+    "kOptimal": Status.OPTIMAL,
+    "kInfeasible": Status.INFEASIBLE,
+    "kTimeLimit": Status.LIMIT,
+    "kIterationLimit": Status.LIMIT,
+    "kSolutionLimit": Status.LIMIT,
+    "kInterrupt": Status.LIMIT,
+    "kHighsInterrupt": Status.LIMIT,
+    "kMemoryLimit": Status.LIMIT,
+}
 
 
 def csc_arrays(table: OptionTable) -> dict[str, np.ndarray]:
@@ -69,20 +83,6 @@ def csc_arrays(table: OptionTable) -> dict[str, np.ndarray]:
     }
 
 
-def integer_bound(dual_bound: float, objective: int | None) -> int | None:
-    """Floor of a double dual bound, never below a known objective.
-
-    A slack of 1e-6 plus a few units in the last place is added before
-    flooring (making the bound weaker, never wrong); a bound below an
-    achieved objective is a rounding artefact (the optimum is at least that
-    objective), so the objective is returned.
-    """
-    if dual_bound is None or not math.isfinite(dual_bound):
-        return objective
-    b = int(math.floor(dual_bound + 1e-6 + 4 * math.ulp(dual_bound)))
-    return b if objective is None else max(b, objective)
-
-
 _BANNER_DONE = False
 
 
@@ -114,16 +114,6 @@ def new_highs() -> Any:
     return highspy.Highs()
 
 
-def empty_outcome(table: OptionTable) -> Outcome:
-    """The outcome of a table without any option (solvers reject empty models).
-
-    Every job idles (OPTIMAL, objective 0) unless some job may not idle (INFEASIBLE).
-    """
-    if not table.idle_allowed.all():
-        return Outcome(Status.INFEASIBLE, stats={"columns": 0})
-    return Outcome(Status.OPTIMAL, choice=np.full(table.n_jobs, -1, dtype=np.int64), bound=0, stats={"columns": 0})
-
-
 @dataclass
 class _Model:
     highs: Any  # highspy.Highs with the model passed
@@ -147,6 +137,14 @@ class HighsMILP(Backend):
         "hint": None,
         "log": False,
         "presolve": "choose",
+    }
+    option_rules = {
+        "mip_abs_gap": (
+            "a number in [0, 1) (a gap under one unit proves the integer optimum)",
+            lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1,
+        ),
+        "threads": ("an integer >= 1", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+        "presolve": ("one of 'choose', 'on', 'off'", lambda v: v in ("choose", "on", "off")),
     }
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> _Model:
@@ -172,13 +170,8 @@ class HighsMILP(Backend):
         lp.integrality_ = [highspy.HighsVarType.kInteger] * m
         h = new_highs()
         h.setOptionValue("output_flag", bool(options["log"]))
-        gap = float(options["mip_abs_gap"])
-        if not (0 <= gap < 1):
-            from elasticopt.errors import SolverError
-
-            raise SolverError(f"option mip_abs_gap must be in [0, 1) to prove the integer optimum, got {gap}")
         h.setOptionValue("mip_rel_gap", 0.0)
-        h.setOptionValue("mip_abs_gap", gap)
+        h.setOptionValue("mip_abs_gap", float(options["mip_abs_gap"]))
         h.setOptionValue("threads", int(options["threads"]))
         h.setOptionValue("random_seed", int(options["seed"]))
         h.setOptionValue("presolve", str(options["presolve"]))
@@ -187,7 +180,7 @@ class HighsMILP(Backend):
             raise RuntimeError("HiGHS rejected the model (passModel returned kError)")
         hint = options.get("hint")
         if hint is not None and m:
-            hc = hint_choice(table, hint)
+            hc = hint_choice(table, hint, self.name)
             if (hc >= -1).all():  # a complete hint only: HiGHS checks it as a start solution
                 sol = highspy.HighsSolution()
                 sol.col_value = (hc[a["rows"]] == a["cols"]).astype(np.float64).tolist()
@@ -211,23 +204,20 @@ class HighsMILP(Backend):
         h = raw
         ms = h.getModelStatus()
         info = h.getInfo()
-        MS = highspy.HighsModelStatus
         stats = {
             "model_status": h.modelStatusToString(ms),
             "mip_nodes": int(info.mip_node_count),
             "columns": int(model.rows.size),
         }
-        if ms == MS.kInfeasible:
+        status = STATUS_MAP.get(ms.name, Status.ERROR)
+        if status is Status.INFEASIBLE:
             return Outcome(Status.INFEASIBLE, stats=stats)
-        limit_states = {MS.kTimeLimit, MS.kIterationLimit, MS.kSolutionLimit, MS.kInterrupt}
-        if hasattr(MS, "kMemoryLimit"):
-            limit_states.add(MS.kMemoryLimit)
-        if ms not in limit_states and ms != MS.kOptimal:
+        if status is Status.ERROR:
             return Outcome(Status.ERROR, message=f"HiGHS model status {h.modelStatusToString(ms)}", stats=stats)
-        has_primal = int(info.primal_solution_status) == 2  # kSolutionStatusFeasible
+        has_primal = int(info.primal_solution_status) == int(highspy.SolutionStatus.kSolutionStatusFeasible)
         dual = float(info.mip_dual_bound) if model.rows.size else 0.0
         if not has_primal:
-            if ms == MS.kOptimal:
+            if status is Status.OPTIMAL:
                 return Outcome(Status.ERROR, message="HiGHS said Optimal without a feasible primal solution", stats=stats)
             return Outcome(Status.LIMIT, bound=integer_bound(dual, None), message="HiGHS stopped before finding a solution", stats=stats)
         xv = np.asarray(h.getSolution().col_value, dtype=np.float64)
@@ -242,7 +232,7 @@ class HighsMILP(Backend):
         choice[model.rows[on]] = model.cols[on]
         obj, _ = table.objective_of(choice)
         bound = integer_bound(dual, obj)
-        if ms == MS.kOptimal:
+        if status is Status.OPTIMAL:
             if bound > obj:  # the rounded solution is a full unit below the dual bound: not proven
                 return Outcome(
                     Status.LIMIT,

@@ -31,7 +31,7 @@ from elasticopt._io import atomic_path
 from elasticopt.errors import SolverError
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
-from elasticopt.solvers.milp import empty_outcome, integer_bound
+from elasticopt.solvers.common import empty_outcome, integer_bound
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Solution, Status
 

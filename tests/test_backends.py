@@ -16,7 +16,7 @@ import pyomo  # noqa: F401
 import pytest
 
 from elasticopt.cli import main
-from elasticopt.errors import SolverError, SolverUnavailableError
+from elasticopt.errors import SolverError, SolverOptionError, SolverUnavailableError
 from elasticopt.generate import generate_instance
 from elasticopt.models import (
     Cluster,
@@ -69,8 +69,10 @@ def test_unknown_option_names_the_accepted_ones():
 
 
 def test_milp_refuses_a_gap_that_cannot_prove_the_optimum():
-    sol = solve(load_instance(MIXED), "milp", mip_abs_gap=1.0)
-    assert sol.status is Status.ERROR and "mip_abs_gap" in sol.message
+    # issue 16: a bad option value raises before solving, like a bad option name (it was Status.ERROR)
+    with pytest.raises(SolverOptionError, match="mip_abs_gap") as ei:
+        solve(load_instance(MIXED), "milp", mip_abs_gap=1.0)
+    assert "[0, 1)" in str(ei.value) and "1.0" in str(ei.value)
 
 
 # --- hints --------------------------------------------------------------------------------------

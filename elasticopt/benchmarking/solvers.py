@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from elasticopt.errors import SolverError, ValidationError
+from elasticopt.errors import ValidationError
 from elasticopt.solvers import Backend, available_solvers, get_backend
+from elasticopt.solvers.options import parse_option_value, parse_solver_arg
 
 __all__ = ["SolverSpec", "resolve_solvers", "parse_solver_arg", "parse_option_value"]
 
@@ -55,12 +56,7 @@ def _label(name: str, options: Mapping[str, Any]) -> str:
 
 def _check_options(solver: Any, options: Mapping[str, Any]) -> None:
     if isinstance(solver, Backend) and options:
-        unknown = sorted(set(options) - set(solver.default_options))
-        if unknown:
-            known = ", ".join(sorted(solver.default_options)) or "none"
-            raise SolverError(
-                f"solver {solver.name!r} got unknown option(s) {', '.join(unknown)}; it accepts: {known}"
-            )
+        solver.check_options(options)
 
 
 def _one(item: Any) -> SolverSpec:
@@ -105,8 +101,8 @@ def resolve_solvers(solvers: Iterable[Any] | str | None = None) -> list[SolverSp
     ------
     UnknownSolverError, SolverUnavailableError
         For a name that is not registered or not installed.
-    SolverError
-        For options a backend does not accept.
+    SolverOptionError
+        For options a backend does not accept (unknown names or bad values).
     ValidationError
         For an object without ``name``/``solve``, or two solvers with one label.
     """
@@ -126,35 +122,3 @@ def resolve_solvers(solvers: Iterable[Any] | str | None = None) -> list[SolverSp
     if not specs:
         raise ValidationError("solvers", "at least one solver", "none (no backend installed?)")
     return specs
-
-
-def parse_option_value(text: str) -> Any:
-    """A command-line option value: JSON where it parses (numbers, true/false), True/False/None, else the string."""
-    words = {"true": True, "false": False, "none": None, "null": None}
-    if text.lower() in words:
-        return words[text.lower()]
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def parse_solver_arg(text: str) -> tuple[str, dict[str, Any]]:
-    """``"cpsat:num_workers=8,linearization_level=2"`` -> ``("cpsat", {...})``.
-
-    Values are parsed as JSON where they parse (numbers, true/false), else kept as strings.
-
-    Raises
-    ------
-    ValidationError
-        For an option without ``=``.
-    """
-    name, sep, rest = text.partition(":")
-    opts: dict[str, Any] = {}
-    if sep and rest:
-        for part in rest.split(","):
-            key, eq, val = part.partition("=")
-            if not eq or not key.strip():
-                raise ValidationError("--solver", "NAME or NAME:key=value,key=value", text)
-            opts[key.strip()] = parse_option_value(val.strip())
-    return name.strip(), opts

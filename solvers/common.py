@@ -1,0 +1,85 @@
+"""Helpers shared by the MILP-family backends: hints, empty tables, integer bounds.
+
+Kept apart from every backend so that no backend imports another.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from elasticopt.errors import SolverOptionError
+from elasticopt.models.table import OptionTable
+from elasticopt.solvers.base import Outcome
+from elasticopt.solvers.solution import Solution, Status
+
+__all__ = ["hint_choice", "empty_outcome", "integer_bound"]
+
+
+def hint_choice(table: OptionTable, hint: Any, solver: str = "") -> np.ndarray:
+    """Option index per job row (-1 idle, -2 no hint) from a hint.
+
+    Parameters
+    ----------
+    table
+        The option table being solved.
+    hint
+        A :class:`Solution`, or a mapping ``job id -> (gpus, batch) | None``.
+        Jobs it does not name, or whose (k, b) is not an option of the table
+        (e.g. removed by a reduction), get no hint.
+    solver
+        The backend's name, for the error message.
+
+    Raises
+    ------
+    SolverOptionError
+        If ``hint`` is neither.
+    """
+    if isinstance(hint, Solution):
+        alloc: Mapping[str, Any] = hint.allocation
+    elif isinstance(hint, Mapping):
+        alloc = hint
+    else:
+        raise SolverOptionError(solver, "hint", "a Solution or a mapping job id -> (gpus, batch) | None",
+                                type(hint).__name__)
+    out = np.full(table.n_jobs, -2, dtype=np.int64)
+    for j, jid in enumerate(table.job_ids):
+        if jid not in alloc:
+            continue
+        a = alloc[jid]
+        if a is None:
+            if table.idle_allowed[j]:
+                out[j] = -1
+            continue
+        k, b = int(a[0]), int(a[1])
+        hit = np.flatnonzero(table.valid[j] & (table.gpus[j] == k) & (table.batch[j] == b))
+        if hit.size:
+            out[j] = int(hit[0])
+    return out
+
+
+def integer_bound(dual_bound: float, objective: int | None) -> int | None:
+    """Floor of a double dual bound, never below a known objective.
+
+    A slack of 1e-6 plus a few units in the last place is added before
+    flooring (making the bound weaker, never wrong); a bound below an
+    achieved objective is a rounding artefact (the optimum is at least that
+    objective), so the objective is returned.
+    """
+    if dual_bound is None or not math.isfinite(dual_bound):
+        return objective
+    b = int(math.floor(dual_bound + 1e-6 + 4 * math.ulp(dual_bound)))
+    return b if objective is None else max(b, objective)
+
+
+def empty_outcome(table: OptionTable) -> Outcome:
+    """The outcome of a table without any option (solvers reject empty models).
+
+    Every job idles (OPTIMAL, objective 0) unless some job may not idle (INFEASIBLE).
+    """
+    if not table.idle_allowed.all():
+        return Outcome(Status.INFEASIBLE, stats={"columns": 0})
+    return Outcome(Status.OPTIMAL, choice=np.full(table.n_jobs, -1, dtype=np.int64), bound=0, stats={"columns": 0})
