@@ -3,19 +3,24 @@
 Each subcommand module exposes ``register(subparsers)`` (adds its parser and
 sets ``func``) and ``run(args) -> int``.  Errors derived from
 :class:`~elasticopt.errors.ElasticoptError` are printed without a traceback
-and exit with code 2.
+and exit with code 2.  ``-v``/``-q`` (repeatable) set the level of the
+``elasticopt`` loggers (default WARNING), written to stderr.  A reader that
+closes the pipe early (``elasticopt solve --json | head``) ends the command
+quietly with exit code 141 (128 + SIGPIPE), as shell tools do.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from elasticopt.errors import ElasticoptError
 
-__all__ = ["main", "build_parser", "SUBCOMMANDS"]
+__all__ = ["main", "build_parser", "configure_logging", "SUBCOMMANDS"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
 SUBCOMMANDS: tuple[str, ...] = ("solve", "generate", "export", "bench", "simulate", "launch")
@@ -24,6 +29,7 @@ EPILOG = """examples:
   elasticopt solve instances/tiny.json                 solve with the jax DP, print the allocation
   elasticopt solve instances/mixed.json --solver all   every installed exact backend, side by side
   elasticopt solve instances/tiny.json --json -o sol.json
+  elasticopt -v solve instances/tiny.json --solver cpsat:num_workers=2   with progress messages (INFO)
 
 Run 'elasticopt COMMAND --help' for the options of each command."""
 
@@ -40,18 +46,49 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"elasticopt {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more log messages on stderr: -v INFO, -vv DEBUG (default WARNING)")
+    parser.add_argument("-q", "--quiet", action="count", default=0,
+                        help="fewer log messages: -q ERROR only, -qq none")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
         importlib.import_module(f"elasticopt.cli.{name}").register(sub)
     return parser
 
 
+def configure_logging(verbose: int = 0, quiet: int = 0) -> int:
+    """Set the level of the ``elasticopt`` loggers: WARNING, 10 lower per ``verbose``, 10 higher per ``quiet``.
+
+    Messages go to stderr through the root handler (added by
+    :func:`logging.basicConfig` unless the root logger already has one).
+    Returns the level set.
+    """
+    level = min(max(logging.WARNING + 10 * (quiet - verbose), logging.DEBUG), logging.CRITICAL + 10)
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("elasticopt").setLevel(level)
+    return level
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away: silence the final flush and exit as ``SIGPIPE`` would."""
+    try:  # point stdout at /dev/null so that the interpreter's last flush does not fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is not a file (captured, redirected in-process)
+        pass
+    return 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``elasticopt`` console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure_logging(args.verbose, args.quiet)
     try:
         return int(args.func(args))
+    except BrokenPipeError:
+        return _stdout_closed()
     except ElasticoptError as exc:
         print(f"elasticopt {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -37,7 +37,7 @@ from elasticopt.benchmarking import (
     summarize,
     write_results,
 )
-from elasticopt.benchmarking.solvers import parse_option_value
+from elasticopt.solvers.options import parse_option_value
 from elasticopt.errors import ValidationError
 
 __all__ = ["register", "run", "summary_table"]

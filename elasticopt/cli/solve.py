@@ -9,18 +9,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import time
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from elasticopt._io import atomic_write_text
-from elasticopt.models import Problem, compile_problem, load_instance, reduce_table
+from elasticopt.errors import InstanceError, ValidationError
+from elasticopt.models import OptionTable, Problem, compile_problem, load_instance, reduce_table
 from elasticopt.models.table import job_values
 from elasticopt.solvers import Solution, Status, exact_solvers, get_backend, verify
 from elasticopt.solvers.api import solve
+from elasticopt.solvers.options import parse_solver_arg
 
 __all__ = ["register", "run", "solve_all", "agreement"]
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--solver",
         default="dp",
-        help="backend name (default: dp), or 'all' to run every installed exact backend and compare",
+        help="backend name (default: dp), NAME:key=value,... to set its options (e.g. cpsat:num_workers=2, "
+        "dp:fixing=false), or 'all' to run every installed exact backend and compare",
     )
     p.add_argument("--time-limit-s", type=float, default=None, help="time limit per backend run, seconds")
     p.add_argument("--no-reduce", action="store_true", help="skip the exact reductions (docs/design.md §2)")
@@ -44,9 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def solve_all(problem: Problem, *, time_limit_s: float | None, reduce: bool) -> list[Solution]:
+def solve_all(problem: Problem | OptionTable, *, time_limit_s: float | None, reduce: bool) -> list[Solution]:
     """Every installed exact backend on the same compiled table."""
-    table = compile_problem(problem)
+    table = problem if isinstance(problem, OptionTable) else compile_problem(problem)
     if reduce:
         table = reduce_table(table)
     return [get_backend(name).solve(table, time_limit_s=time_limit_s) for name in exact_solvers()]
@@ -96,15 +104,19 @@ def _fmt(x: Any, digits: int = 4) -> str:
 
 def _summary_table(problem: Problem, sols: list[Solution]) -> Table:
     t = Table(title=f"{len(problem.jobs)} jobs, {problem.cluster.gpus} GPUs, objective {problem.objective}")
-    for col in ("solver", "status", "objective", "value", "bound", "GPUs", "verified", "build s", "solve s"):
+    t.caption = (
+        f"objective: the {problem.objective} objective; integer: the scaled integer the solvers optimise "
+        f"(values x S, x B with a priority order; S={sols[0].scale}, B={sols[0].tie_scale}), bound likewise"
+    )
+    for col in ("solver", "status", "objective", "integer", "bound", "GPUs", "verified", "build s", "solve s"):
         t.add_column(col, justify="left" if col in ("solver", "status") else "right")
     for s in sols:
         rep = verify(problem, s)
         t.add_row(
             s.solver,
             s.status.name,
-            _fmt(s.objective),
             _fmt(s.objective_value),
+            _fmt(s.objective),
             _fmt(s.bound),
             f"{s.gpus_used}/{problem.cluster.gpus}" if s.status.has_allocation else "-",
             "yes" if rep.ok else "NO: " + "; ".join(rep.errors),
@@ -114,14 +126,37 @@ def _summary_table(problem: Problem, sols: list[Solution]) -> Table:
     return t
 
 
+def _compile(problem: Problem, file: str) -> OptionTable:
+    """Compile ``problem``; a value the objective cannot hold is an error of the file (named)."""
+    try:
+        return compile_problem(problem)
+    except InstanceError:
+        raise
+    except ValidationError as exc:
+        raise InstanceError(file, exc.path, exc.expected, exc.found, exc.hint) from None
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``elasticopt solve``; see the module docstring for exit codes."""
+    name, options = ("all", {}) if args.solver == "all" else parse_solver_arg(args.solver)
+    if name != "all":
+        get_backend(name).check_options(options)  # a bad name or option fails before any work
     problem = load_instance(args.file)
+    log.info("%s: %d jobs, %d GPUs, objective %s", args.file, len(problem.jobs), problem.cluster.gpus,
+             problem.objective)
+    t0 = time.perf_counter()
+    table = _compile(problem, args.file)
+    compile_s = time.perf_counter() - t0
+    log.info("compiled: %d options of %d jobs in %.3f s", table.n_options, table.n_jobs, compile_s)
     reduce = not args.no_reduce
     if args.solver == "all":
-        sols = solve_all(problem, time_limit_s=args.time_limit_s, reduce=reduce)
+        sols = solve_all(table, time_limit_s=args.time_limit_s, reduce=reduce)
     else:
-        sols = [solve(problem, args.solver, time_limit_s=args.time_limit_s, reduce=reduce)]
+        sols = [solve(table, name, time_limit_s=args.time_limit_s, reduce=reduce, **options)]
+    sols = [replace(s, stats={**s.stats, "compile_s": compile_s + s.stats.get("compile_s", 0.0)}) for s in sols]
+    for s in sols:
+        log.info("%s: %s, objective %s (integer %s) in %.3f s build + %.3f s solve", s.solver, s.status.name,
+                 s.objective_value, s.objective, s.build_s, s.solve_s)
     agree, agree_msg = agreement(sols)
     doc: Any = [s.to_dict() for s in sols] if args.solver == "all" else sols[0].to_dict()
     if args.solver == "all":

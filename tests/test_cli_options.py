@@ -1,0 +1,143 @@
+"""The command line (issue 16): NAME:key=value solver options, -v/-q logging, a closed pipe,
+the objective shown before the scaled integer, and one check of backend options."""
+
+import io
+import logging
+import subprocess
+import sys
+
+import pytest
+
+from elasticopt.benchmarking import resolve_solvers
+from elasticopt.cli import configure_logging, main
+from elasticopt.errors import SolverError, SolverOptionError, ValidationError
+from elasticopt.models import load_instance
+from elasticopt.solvers import get_backend, solve
+from elasticopt.solvers.options import parse_solver_arg
+
+
+@pytest.fixture(autouse=True)
+def _reset_logging():
+    yield
+    configure_logging(0, 0)
+
+
+def test_solve_accepts_solver_options(capsys):
+    assert main(["solve", "instances/tiny.json", "--solver", "cpsat:num_workers=2,seed=3", "--json"]) == 0
+    assert '"solver": "cpsat"' in capsys.readouterr().out
+    assert main(["solve", "instances/tiny.json", "--solver", "dp:fixing=false"]) == 0
+
+
+@pytest.mark.parametrize("arg, words", [
+    ("cpsat:num_workers=-2", ["num_workers", "an integer >= 0", "-2"]),
+    ("cpsat:num_workers=two", ["num_workers", "'two'"]),
+    ("milp:mip_abs_gap=1", ["mip_abs_gap", "[0, 1)"]),
+    ("milp:presolve=maybe", ["presolve", "'choose'"]),
+    ("dp:fixing=3", ["fixing", "true or false"]),
+    ("dp:bogus=1", ["unknown option 'bogus'", "fixing"]),
+    ("dp:fixing", ["NAME:key=value"]),
+])
+def test_bad_solver_options_exit_2_before_loading(capsys, arg, words):
+    assert main(["solve", "no-such-file.json", "--solver", arg]) == 2
+    err = capsys.readouterr().err
+    for w in words:
+        assert w in err, err
+    assert "no-such-file" not in err  # the option is checked before the file is read
+
+
+@pytest.mark.parametrize("solver, options", [
+    ("milp", {"threads": 0}), ("milp", {"mip_abs_gap": -0.5}), ("milp", {"seed": 1.5}),
+    ("cpsat", {"linearization_level": 7}), ("cpsat", {"log_search_progress": "yes"}),
+    ("numpy-dp", {"fixing": None}), ("pyomo", {"tee": 1}),
+])
+def test_bad_option_values_raise_like_bad_names(solver, options):
+    p = load_instance("instances/tiny.json")
+    for bad in (options, {"no_such_option": 1}):
+        with pytest.raises(SolverOptionError):
+            solve(p, solver, **bad)
+        with pytest.raises(SolverOptionError):  # the benchmark runner uses the same check
+            resolve_solvers([(solver, bad)])
+
+
+def test_option_errors_are_solver_errors_and_values_are_checked_once():
+    assert issubclass(SolverOptionError, SolverError)
+    assert get_backend("milp").check_options({"threads": 2})["threads"] == 2
+    assert get_backend("milp").check_options({})["mip_abs_gap"] == 0.5
+
+
+def test_one_solver_grammar():
+    assert parse_solver_arg("cpsat") == ("cpsat", {})
+    assert parse_solver_arg("cpsat:num_workers=8,log_search_progress=true") == (
+        "cpsat", {"num_workers": 8, "log_search_progress": True})
+    assert parse_solver_arg("pyomo:solver_name=appsi_highs") == ("pyomo", {"solver_name": "appsi_highs"})
+    for bad in ("", ":x=1", "cpsat:", "cpsat:num_workers"):
+        with pytest.raises(ValidationError):
+            parse_solver_arg(bad)
+    from elasticopt.benchmarking import solvers as bench_solvers
+
+    assert bench_solvers.parse_solver_arg is parse_solver_arg
+
+
+def test_objective_value_is_shown_before_the_scaled_integer(capsys):
+    assert main(["solve", "instances/tiny.json"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if "solver" in line and "status" in line)
+    assert header.index("objective") < header.index("integer") < header.index("bound")
+    row = next(line for line in out.splitlines() if "OPTIMAL" in line)
+    assert row.index("275.0000") < row.index(str(275 * 2**20))
+
+
+def test_verbose_and_quiet(capsys):
+    assert main(["solve", "instances/tiny.json"]) == 0
+    assert "INFO" not in capsys.readouterr().err
+    assert main(["-v", "solve", "instances/tiny.json"]) == 0
+    assert logging.getLogger("elasticopt").getEffectiveLevel() == logging.INFO
+    assert main(["-vv", "solve", "instances/tiny.json"]) == 0
+    assert logging.getLogger("elasticopt").getEffectiveLevel() == logging.DEBUG
+    assert main(["-q", "solve", "instances/tiny.json"]) == 0
+    assert logging.getLogger("elasticopt").getEffectiveLevel() == logging.ERROR
+
+
+def test_verbose_writes_info_to_stderr():
+    r = subprocess.run([sys.executable, "-m", "elasticopt", "-v", "solve", "instances/tiny.json", "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0
+    assert "INFO elasticopt.cli.solve: instances/tiny.json: 2 jobs, 4 GPUs" in r.stderr
+    assert r.stdout.startswith("{")  # logging never reaches stdout
+    r = subprocess.run([sys.executable, "-m", "elasticopt", "-q", "solve", "instances/tiny.json", "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == ""
+
+
+class _ClosedPipe(io.StringIO):
+    def write(self, s):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_closed_stdout_in_process(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert main(["solve", "instances/tiny.json", "--json"]) == 141
+
+
+def test_json_piped_into_head_ends_without_traceback():
+    # ~300 kB of JSON: more than a pipe holds, so the writer meets the closed pipe
+    p = subprocess.Popen([sys.executable, "-m", "elasticopt", "solve", "instances/paper-large.json", "--json",
+                          "--solver", "all"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline().strip() == b"{"
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_status_maps_name_real_library_statuses():
+    import highspy
+    from ortools.sat.python import cp_model
+
+    from elasticopt.solvers import Status
+    from elasticopt.solvers import cpsat, milp
+
+    assert set(milp.STATUS_MAP) <= set(highspy.HighsModelStatus.__members__)
+    assert milp.STATUS_MAP["kOptimal"] is Status.OPTIMAL and milp.STATUS_MAP["kTimeLimit"] is Status.LIMIT
+    names = {cp_model.CpSolver().status_name(s) for s in cp_model.CpSolverStatus.__members__.values()}
+    assert set(cpsat.STATUS_MAP) == names
