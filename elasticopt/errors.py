@@ -17,6 +17,7 @@ __all__ = [
     "SolverOptionError",
     "UnknownSolverError",
     "SolverUnavailableError",
+    "LauncherError",
     "format_path",
     "short_repr",
 ]
@@ -165,3 +166,7 @@ class SolverUnavailableError(SolverError):
         super().__init__(
             f"solver {name!r} needs {', '.join(self.missing)}, which is not installed; fix: {fix}"
         )
+
+
+class LauncherError(ElasticoptError):
+    """The launcher cannot do what it was asked (a missing backend library, an impossible placement, a bug)."""

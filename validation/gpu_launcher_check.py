@@ -25,13 +25,13 @@ import time
 from pathlib import Path
 
 from elasticopt.launcher.devices import DevicePool, detect_gpus
-from elasticopt.launcher.executor import LauncherExecutor
+from elasticopt.launcher.torchrun import TorchrunExecutor
 from elasticopt.launcher.jobsfile import EXAMPLES
 from elasticopt.models import MeasuredThroughput
 from elasticopt.scheduling.executor import JobSpec, Phase
 
 
-def _until(ex: LauncherExecutor, cond, timeout_s: float, what: str) -> None:
+def _until(ex: TorchrunExecutor, cond, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not cond():
         if time.monotonic() > deadline:
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     tmp = tempfile.TemporaryDirectory()
     out = Path(a.out or tmp.name)
-    ex = LauncherExecutor(out, pool)
+    ex = TorchrunExecutor(out, pool)
     ex.start(spec, *options[0])
     positions = []
     try:
@@ -100,13 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         if g >= 2 and f"at sample {positions[g - 2]}" not in log:
             print(f"FAILED: generation {g} did not resume at sample {positions[g - 2]}")
             ok = False
-    if job.lost_samples:
-        print(f"FAILED: {job.lost_samples} samples lost")
+    if job.account.lost_samples:
+        print(f"FAILED: {job.account.lost_samples} samples lost")
         ok = False
     print(f"GPUs {list(pool.ids)}; options {options}; generations {job.generation}")
     for (k, b), t in sorted(job.spec.throughput.observed.items()):
         print(f"  measured k={k} b={b}: {t:.0f} samples/s")
-    downs = job.downtimes_s
+    downs = job.account.downtimes_s
     print("rescale downtime (stop request -> first step), s: " + ", ".join(f"{d:.2f}" for d in downs))
     if downs:
         print(f"median {statistics.median(downs):.2f} s")

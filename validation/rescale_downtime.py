@@ -25,14 +25,14 @@ import time
 from pathlib import Path
 
 from elasticopt.launcher.devices import DevicePool
-from elasticopt.launcher.executor import LauncherExecutor
+from elasticopt.launcher.torchrun import TorchrunExecutor
 from elasticopt.launcher.jobsfile import EXAMPLES
 from elasticopt.launcher.journal import replay
 from elasticopt.models import MeasuredThroughput
 from elasticopt.scheduling.executor import JobSpec, Phase
 
 
-def _until(ex: LauncherExecutor, cond, timeout_s: float) -> None:
+def _until(ex: TorchrunExecutor, cond, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not cond():
         if time.monotonic() > deadline:
@@ -51,7 +51,7 @@ def measure(pool: DevicePool, rescales: int, out_dir: Path, timeout_s: float = 1
         payload={"script": str(EXAMPLES["example:mlp"]),
                  "args": ["--dataset-size", "4096", "--sleep-per-step", "0.01"]},
     )  # fmt: skip
-    ex = LauncherExecutor(out_dir, pool)
+    ex = TorchrunExecutor(out_dir, pool)
     ex.start(spec, *options[0])
     stops = []
     try:
@@ -61,12 +61,12 @@ def measure(pool: DevicePool, rescales: int, out_dir: Path, timeout_s: float = 1
             t = time.time()
             gen = ex.progress("bench").generation
             ex.rescale("bench", *options[(i + 1) % 2])
-            _until(ex, lambda: ex.jobs["bench"].proc is None or ex.progress("bench").generation > gen, timeout_s)
+            _until(ex, lambda: ex.jobs["bench"].handle is None or ex.progress("bench").generation > gen, timeout_s)
             stops.append(time.time() - t)
         _until(ex, lambda: ex.progress("bench").phase is Phase.RUNNING, timeout_s)
     finally:
         ex.shutdown(timeout_s=30)
-    down = list(ex.jobs["bench"].downtimes_s)
+    down = list(ex.jobs["bench"].account.downtimes_s)
     return {
         "device": pool.kind, "devices": list(pool.ids), "options": options,
         "downtime_s": down, "downtime_median_s": statistics.median(down),

@@ -72,11 +72,17 @@ class DevicePool:
     kind
         ``"cuda"`` (GPUs) or ``"cpu"`` (CPU slots: one core per worker).
     ids
-        Device ids (GPU indices or CPU core numbers).
+        Device ids (GPU indices or CPU core numbers; on a cluster, numbers
+        unique over the cluster).
+    nodes
+        The node of every id (same order), for a pool spanning several
+        machines; empty: every device is on this machine.
     """
 
     kind: str
     ids: tuple[int, ...]
+    nodes: tuple[str, ...] = ()
+    retired: set[str] = field(default_factory=set)
     _owner: dict[int, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -85,6 +91,10 @@ class DevicePool:
         self.ids = tuple(self.ids)
         if len(set(self.ids)) != len(self.ids) or not self.ids:
             raise ValidationError("device ids", "a non-empty list of distinct ids", self.ids)
+        self.nodes = tuple(self.nodes) or ("local",) * len(self.ids)
+        if len(self.nodes) != len(self.ids):
+            raise ValidationError("device nodes", f"one node per device id ({len(self.ids)})", len(self.nodes))
+        self._node_of = dict(zip(self.ids, self.nodes))
 
     @classmethod
     def detect(cls, gpus: int | None = None, cpu_slots_n: int | None = None) -> "DevicePool":
@@ -124,19 +134,46 @@ class DevicePool:
         return len(self.ids)
 
     def free(self) -> list[int]:
-        """Ids not held by any job."""
-        return [i for i in self.ids if i not in self._owner]
+        """Ids not held by any job (on nodes still there)."""
+        return [i for i in self.ids if i not in self._owner and self._node_of[i] not in self.retired]
+
+    def retire(self, node: str) -> None:
+        """``node`` left the cluster: its devices are never handed out again."""
+        self.retired.add(node)
 
     def held_by(self, owner: str) -> list[int]:
         """Ids held by ``owner``."""
         return [i for i in self.ids if self._owner.get(i) == owner]
 
+    @property
+    def gpus_per_node(self) -> int:
+        """Devices of the largest node."""
+        return max(self.nodes.count(n) for n in set(self.nodes))
+
+    def node_of(self, device: int) -> str:
+        """The node holding ``device``."""
+        return self._node_of[device]
+
     def acquire(self, owner: str, n: int) -> list[int] | None:
-        """Give ``n`` free devices to ``owner`` (lowest ids first); None when too few are free."""
-        free = self.free()
-        if n > len(free):
+        """Give ``n`` free devices to ``owner``, packed first; None when too few are free.
+
+        Packed first: all on the node with the fewest free devices that still
+        has ``n`` (best fit, lowest ids first); when no node has ``n`` free,
+        the nodes with the most free devices first, so the job spans as few
+        nodes as possible.
+        """
+        by_node: dict[str, list[int]] = {}
+        for i in self.free():
+            by_node.setdefault(self._node_of[i], []).append(i)
+        if n > sum(len(v) for v in by_node.values()):
             return None
-        got = free[:n]
+        fits = [ids for ids in by_node.values() if len(ids) >= n]
+        if fits:
+            got = min(fits, key=lambda ids: (len(ids), ids[0]))[:n]
+        else:
+            got = []
+            for ids in sorted(by_node.values(), key=lambda ids: (-len(ids), ids[0])):
+                got.extend(ids[: n - len(got)])
         for i in got:
             self._owner[i] = owner
         return got

@@ -6,7 +6,7 @@ display).  It writes the same files as the simulator (``jobs.csv``,
 plus ``workload.json`` (the jobs' scheduling part, replayable with
 ``elasticopt simulate``), so a real run and its simulation compare side by
 side.  Restarted on the same ``out_dir`` after being killed, it finds its jobs
-again (:meth:`LauncherExecutor.recover`): finished jobs stay finished,
+again (:meth:`GenerationExecutor.recover`): finished jobs stay finished,
 running generations are adopted, the others resume from their checkpoints,
 and the autoscaler takes them all over with their history
 (:func:`adopt_recovered`), so the records cover the whole run.
@@ -25,20 +25,43 @@ from pathlib import Path
 from typing import Any
 
 from elasticopt.launcher.devices import DevicePool
-from elasticopt.launcher.executor import LauncherExecutor
+from elasticopt.errors import ValidationError
+from elasticopt.launcher.generations import GenerationExecutor
 from elasticopt.launcher.observed import ObservedThroughput
 from elasticopt.launcher.recovery import job_history, open_since_s
+from elasticopt.launcher.torchrun import TorchrunExecutor
 from elasticopt.models import Cluster
 from elasticopt.scheduling.autoscaler import Autoscaler
-from elasticopt.scheduling.executor import JobSpec, Phase
+from elasticopt.scheduling.executor import JobSpec
 from elasticopt.scheduling.metrics import compute_metrics
 from elasticopt.scheduling.policies import get_policy
 from elasticopt.scheduling.records import JobRecord, write_jobs_csv, write_summary_json, write_timeline_csv
 from elasticopt.scheduling.workload import save_workload
 
-__all__ = ["LaunchConfig", "LaunchResult", "launch", "job_rows", "adopt_recovered"]
+__all__ = ["LaunchConfig", "LaunchResult", "launch", "job_rows", "adopt_recovered", "EXECUTORS", "make_executor"]
 
 log = logging.getLogger(__name__)
+
+
+def _torchrun(out_dir: Path, pool: DevicePool, **kwargs: Any) -> GenerationExecutor:
+    return TorchrunExecutor(out_dir, pool, **kwargs)
+
+
+def _ray(out_dir: Path, pool: DevicePool, **kwargs: Any) -> GenerationExecutor:
+    from elasticopt.launcher.ray_backend import RayExecutor  # noqa: PLC0415 - ray is an optional extra
+
+    return RayExecutor(out_dir, pool, **kwargs)
+
+
+EXECUTORS: dict[str, Callable[..., GenerationExecutor]] = {"torchrun": _torchrun, "ray": _ray}
+"""Launcher backends by name: ``torchrun`` (new processes on this machine) and ``ray`` (warm actors on a Ray cluster)."""
+
+
+def make_executor(backend: str, out_dir: str | os.PathLike[str], pool: DevicePool, **kwargs: Any) -> GenerationExecutor:
+    """The executor of launcher backend ``backend`` (a key of :data:`EXECUTORS`) on ``pool``."""
+    if backend not in EXECUTORS:
+        raise ValidationError("backend", "one of " + ", ".join(EXECUTORS), backend)
+    return EXECUTORS[backend](Path(out_dir), pool, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -47,6 +70,7 @@ class LaunchConfig:
 
     policy: str = "elastic"
     solver: str = "dp"
+    backend: str = "torchrun"  # what runs a generation: a key of EXECUTORS
     restart_cost_s: float = 10.0
     tick_s: float | None = 30.0
     poll_s: float = 0.2
@@ -66,7 +90,7 @@ class LaunchResult:
     interrupted: bool = False
 
 
-def job_rows(executor: LauncherExecutor, specs: Sequence[JobSpec]) -> list[dict[str, Any]]:
+def job_rows(executor: GenerationExecutor, specs: Sequence[JobSpec]) -> list[dict[str, Any]]:
     """One row per job for a live display: id, phase, generation, workers, batch, samples/s, progress."""
     rows = []
     for spec in specs:
@@ -77,15 +101,15 @@ def job_rows(executor: LauncherExecutor, specs: Sequence[JobSpec]) -> list[dict[
             continue
         rows.append({
             "id": spec.id, "phase": job.phase.value, "generation": job.generation, "gpus": job.gpus,
-            "batch": job.batch, "samples_per_s": job.samples_per_s,
-            "progress": min(1.0, job.samples_done / spec.total_samples), "restarts": job.restarts,
-            "lost": job.lost_samples, "log": job.log_path,
+            "batch": job.batch, "samples_per_s": job.account.samples_per_s,
+            "progress": min(1.0, job.account.samples_done / spec.total_samples), "restarts": job.account.restarts,
+            "lost": job.account.lost_samples, "log": job.log_path,
         })  # fmt: skip
     return rows
 
 
-def adopt_recovered(scaler: Autoscaler, executor: LauncherExecutor, specs: Sequence[JobSpec]) -> list[JobSpec]:
-    """Hand the jobs an earlier launcher ran (after :meth:`LauncherExecutor.recover`) to the autoscaler.
+def adopt_recovered(scaler: Autoscaler, executor: GenerationExecutor, specs: Sequence[JobSpec]) -> list[JobSpec]:
+    """Hand the jobs an earlier launcher ran (after :meth:`GenerationExecutor.recover`) to the autoscaler.
 
     Finished jobs are recorded (:meth:`Autoscaler.adopt_finished`), the others
     adopted on the allocation they hold (:meth:`Autoscaler.adopt`: a running
@@ -106,17 +130,17 @@ def adopt_recovered(scaler: Autoscaler, executor: LauncherExecutor, specs: Seque
             rest.append(spec)
             continue
         history = job_history(state, spec.id)
-        if job.phase in (Phase.COMPLETED, Phase.FAILED):
-            scaler.adopt_finished(spec, job.phase.value, completion_s=job.end_s, samples_done=job.samples_done,
-                                  history=history)  # fmt: skip
+        if job.finished:
+            scaler.adopt_finished(spec, job.phase.value, completion_s=job.account.end_s,
+                                  samples_done=job.account.samples_done, history=history)  # fmt: skip
         else:
             p = executor.progress(spec.id)
-            since = open_since_s(state, spec.id) if job.proc is not None else None
+            since = open_since_s(state, spec.id) if job.handle is not None else None
             scaler.adopt(spec, p.gpus, p.batch, since_s=since, history=history)
     return rest
 
 
-def _write(out: Path, scaler: Autoscaler, executor: LauncherExecutor, specs: Sequence[JobSpec],
+def _write(out: Path, scaler: Autoscaler, executor: GenerationExecutor, specs: Sequence[JobSpec],
            config: LaunchConfig, pool: DevicePool) -> tuple[list[JobRecord], dict[str, Any]]:
     by_id = {r.job_id: r for r in scaler.records()}
     records = [by_id[s.id] for s in specs if s.id in by_id]  # jobs not arrived yet have none
@@ -128,8 +152,8 @@ def _write(out: Path, scaler: Autoscaler, executor: LauncherExecutor, specs: Seq
         if job is None:
             continue
         per_job[spec.id] = {
-            "phase": job.phase.value, "generations": job.generation, "restarts": job.restarts,
-            "lost_samples": job.lost_samples, "rescale_downtime_s": job.downtimes_s,
+            "phase": job.phase.value, "generations": job.generation, "restarts": job.account.restarts,
+            "lost_samples": job.account.lost_samples, "rescale_downtime_s": job.account.downtimes_s,
             "message": job.message, "log": job.log_path,
             "measured_samples_per_s": [[k, b, t] for (k, b), t in sorted(
                 getattr(job.spec.throughput, "observed", {}).items())],
@@ -157,7 +181,7 @@ def launch(
     pool: DevicePool,
     config: LaunchConfig = LaunchConfig(),
     *,
-    on_update: Callable[[LauncherExecutor, Autoscaler], None] | None = None,
+    on_update: Callable[[GenerationExecutor, Autoscaler], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> LaunchResult:
     """Run ``specs`` on ``pool`` under the autoscaler until every job completed or failed.
@@ -185,9 +209,10 @@ def launch(
                                  else ObservedThroughput(s.throughput)) for s in specs]  # fmt: skip
     save_workload([dataclasses.replace(s, throughput=s.throughput.prior, payload={}) for s in specs],
                   out / "workload.json", meta={"from": "elasticopt launch"})  # fmt: skip
-    executor = LauncherExecutor(out, pool, stop_timeout_s=config.stop_timeout_s, max_restarts=config.max_restarts)
+    executor = make_executor(config.backend, out, pool, stop_timeout_s=config.stop_timeout_s,
+                             max_restarts=config.max_restarts)  # fmt: skip
     policy = get_policy(config.policy, solver=config.solver, payback=config.payback)
-    cluster = Cluster(pool.size, gpus_per_node=pool.size)
+    cluster = Cluster(pool.size, gpus_per_node=pool.gpus_per_node)
     scaler = Autoscaler(executor, cluster, policy, restart_cost_s=config.restart_cost_s, payback=config.payback)
     by_id = {s.id: s for s in specs}
     executor.recover(by_id)

@@ -28,6 +28,7 @@ back to the previous one.
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import re
@@ -43,6 +44,7 @@ __all__ = [
     "replace_text",
     "GenerationSpec",
     "GenerationStatus",
+    "RunState",
     "generation_dir",
     "write_spec",
     "read_spec",
@@ -115,11 +117,25 @@ class GenerationSpec:
         return cls(**known)
 
 
+class RunState(str, enum.Enum):
+    """The ``state`` rank 0 reports in ``status.json`` (stored as its value)."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPED = "stopped"  # asked to stop: stopped after its checkpoint
+    COMPLETED = "completed"  # all samples processed, final checkpoint written
+
+    @property
+    def final(self) -> bool:
+        """Rank 0 wrote its last checkpoint: only the exit of the processes remains."""
+        return self in (RunState.STOPPED, RunState.COMPLETED)
+
+
 @dataclass(frozen=True)
 class GenerationStatus:
     """What rank 0 reports (``status.json``); every field optional but state."""
 
-    state: str = "starting"  # starting | running | stopped | completed
+    state: RunState = RunState.STARTING
     generation: int = 0
     step: int = 0
     samples_done: int = 0
@@ -131,7 +147,9 @@ class GenerationStatus:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "GenerationStatus":
+        """Inverse of the JSON written by :func:`write_status` (unknown keys ignored)."""
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        known["state"] = RunState(known.get("state", RunState.STARTING))
         return cls(**known)
 
 
@@ -171,7 +189,7 @@ def stop_requested(gen_dir: str | os.PathLike[str]) -> bool:
 def write_status(gen_dir: str | os.PathLike[str], status: GenerationStatus | dict[str, Any]) -> None:
     """Atomically replace ``status.json`` (rank 0 only)."""
     d = status if isinstance(status, dict) else dict(status.__dict__)
-    d = {**d, "updated_at": time.time()}
+    d = {**d, "state": RunState(d.get("state", RunState.STARTING)).value, "updated_at": time.time()}
     replace_text(Path(gen_dir) / "status.json", json.dumps(d))
 
 

@@ -1,83 +1,98 @@
-"""Finding the jobs of a killed launcher again (docs/design.md §5).
+"""What the journal of a killed launcher says about its jobs (docs/design.md §5).
 
 Everything that must survive the launcher is in its
 :class:`~elasticopt.launcher.journal.Journal`.  A new launcher on the same run
-directory calls :meth:`LauncherExecutor.recover
-<elasticopt.launcher.executor.LauncherExecutor.recover>` (:func:`recover_jobs`)
-to rebuild its executor state: completed and failed jobs are restored as such,
-a generation still alive is adopted (watched through its pid and status file,
-it keeps training), and a job whose generation died with the launcher is
-queued again at its last checkpoint.  :func:`job_history` turns the journal's
-account of a job into the :class:`~elasticopt.scheduling.adoption.JobHistory`
-the new autoscaler adopts it with.
+directory folds it (:func:`recovered_jobs`) into one :class:`RecoveredJob` per
+job, which the executor applies
+(:meth:`GenerationExecutor.recover <elasticopt.launcher.generations.GenerationExecutor.recover>`):
+completed and failed jobs are restored as such, a generation still open is
+handed to the backend to adopt (a ``torchrun`` process group keeps training;
+Ray actors died with their driver), and the others wait in the queue at their
+last checkpoint.  :func:`job_history` turns the journal's account of a job
+into the :class:`~elasticopt.scheduling.adoption.JobHistory` the new
+autoscaler adopts it with.  Pure functions of the journal and the checkpoint
+files: nothing here drives an executor.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from elasticopt.launcher.journal import JournalState
-from elasticopt.launcher.protocol import generation_dir, latest_checkpoint_samples, read_spec
-from elasticopt.launcher.runner import GenerationProcess
+from elasticopt.launcher.protocol import latest_checkpoint_samples
 from elasticopt.scheduling.adoption import JobHistory
-from elasticopt.scheduling.executor import JobProgress, JobSpec, Phase
 
-if TYPE_CHECKING:
-    from elasticopt.launcher.executor import LauncherExecutor
-
-__all__ = ["recover_jobs", "job_history", "open_since_s"]
-
-log = logging.getLogger(__name__)
+__all__ = ["Outcome", "RecoveredJob", "recovered_jobs", "job_history", "open_since_s"]
 
 
-def recover_jobs(executor: LauncherExecutor, specs: Mapping[str, JobSpec]) -> dict[str, JobProgress]:
-    """Rebuild ``executor``'s jobs from its journal (see :meth:`LauncherExecutor.recover`).
+class Outcome(enum.Enum):
+    """Where the journal left a job."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    OPEN = "open"  # a generation started and never ended in the journal
+    QUEUED = "queued"  # between generations, at its last checkpoint
+
+
+@dataclass(frozen=True)
+class RecoveredJob:
+    """One job as the journal and its checkpoint files leave it."""
+
+    job_id: str
+    outcome: Outcome
+    generation: int
+    gpus: int
+    batch: int
+    samples_done: float
+    checkpoint_samples: int
+    lost_samples: int
+    restarts: int
+    rescales: int
+    first_start_s: float | None
+    end_s: float | None = None  # seconds from the run's origin (completed jobs)
+    failed_reason: str = ""
+    open_event: dict[str, Any] | None = None  # the ``generation_start`` event of the open generation
+
+
+def recovered_jobs(state: JournalState, job_ids: Iterable[str], job_dir: Callable[[str], Path]) -> list[RecoveredJob]:
+    """Fold the journal into one :class:`RecoveredJob` per started job among ``job_ids``.
 
     Parameters
     ----------
-    executor
-        A fresh executor on the run directory of the earlier launcher.
-    specs
-        The run's jobs by id (jobs the journal does not know are ignored).
-
-    Returns
-    -------
-    dict
-        The progress of every job the journal knew.
+    state
+        The folded journal of the earlier launcher.
+    job_ids
+        The run's jobs (jobs the journal does not know, or never started, are left out).
+    job_dir
+        Job id -> its directory (where the checkpoints are).
     """
-    out: dict[str, JobProgress] = {}
-    for job_id, rec in executor.journal.state.jobs.items():
-        if job_id not in specs or rec.generation == 0 and rec.completed_at is None and rec.failed_reason is None:
+    out = []
+    for job_id in job_ids:
+        rec = state.jobs.get(job_id)
+        if rec is None or rec.generation == 0 and rec.completed_at is None and rec.failed_reason is None:
             continue
-        job = executor.jobs.get(job_id) or executor._register(specs[job_id])
-        job.generation = rec.generation
-        job.lost_samples = rec.lost_samples
-        job.restarts = rec.restarts
-        job.rescales = rec.rescales
-        job.first_start_s = rec.first_start_s
-        ckpt = latest_checkpoint_samples(job.job_dir)
-        job.checkpoint_samples = ckpt
-        job.samples_done = max(rec.samples_done, float(ckpt))
+        ckpt = latest_checkpoint_samples(job_dir(job_id))
         if rec.completed_at is not None:
-            job.phase = Phase.COMPLETED
-            job.end_s = rec.completed_at - executor.journal.t0
+            outcome = Outcome.COMPLETED
         elif rec.failed_reason is not None:
-            job.phase = Phase.FAILED
-            job.message = rec.failed_reason
+            outcome = Outcome.FAILED
         elif rec.open_generation is not None:
-            ev = rec.open_generation
-            spec = read_spec(generation_dir(job.job_dir, rec.generation) / "spec.json")
-            proc = GenerationProcess.adopt(spec, int(ev["pid"]), ev.get("start_ticks"), float(ev["started_at"]))
-            job.proc = proc
-            job.gpus, job.batch = rec.gpus, rec.batch
-            job.phase = Phase.RUNNING
-            job.log_path = str(proc.log_path)
-            if not executor.pool.claim(job_id, list(ev.get("devices", []))):
-                log.warning("job %s: devices %s are not all in this pool", job_id, ev.get("devices"))
-            executor._watch(job)  # an exit while we were away is handled here
-        out[job_id] = executor.progress(job_id)
+            outcome = Outcome.OPEN
+        else:
+            outcome = Outcome.QUEUED
+        t0 = state.t0 or 0.0
+        out.append(RecoveredJob(
+            job_id=job_id, outcome=outcome, generation=rec.generation, gpus=rec.gpus, batch=rec.batch,
+            samples_done=max(rec.samples_done, float(ckpt)), checkpoint_samples=ckpt,
+            lost_samples=rec.lost_samples, restarts=rec.restarts, rescales=rec.rescales,
+            first_start_s=rec.first_start_s,
+            end_s=rec.completed_at - t0 if rec.completed_at is not None else None,
+            failed_reason=rec.failed_reason or "", open_event=rec.open_generation,
+        ))  # fmt: skip
     return out
 
 

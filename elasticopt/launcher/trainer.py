@@ -60,6 +60,7 @@ from elasticopt.launcher.protocol import (
     ENV_SPEC,
     GenerationSpec,
     GenerationStatus,
+    RunState,
     checkpoint_dir,
     checkpoint_path,
     list_checkpoints,
@@ -336,9 +337,9 @@ class Trainer:
         if (ckpt or stop) and self.position < self.spec.total_samples:
             self.checkpoint()
         if stop:
-            self._status("stopped", stopped_at=time.time())
+            self._status(RunState.STOPPED, stopped_at=time.time())
         elif self._last_status == 0.0 or now - self._last_status >= self.spec.status_every_s:
-            self._status("running")
+            self._status(RunState.RUNNING)
 
     def checkpoint(self) -> None:
         """Write a checkpoint of the current position (rank 0; the others return at once)."""
@@ -363,7 +364,7 @@ class Trainer:
         save_checkpoint(self.spec.job_dir, self.position, state)
         self._ckpt_samples = self.position
 
-    def _status(self, state: str, **extra: Any) -> None:
+    def _status(self, state: RunState, **extra: Any) -> None:
         if not self.is_main:
             return
         self._last_status = time.time()
@@ -377,6 +378,6 @@ class Trainer:
         """End the generation: the final checkpoint and status when complete, then leave the group."""
         if not self._stopping and self.position >= self.spec.total_samples:
             self.checkpoint()
-            self._status("completed")
+            self._status(RunState.COMPLETED)
         if self.distributed and dist.is_initialized():
             dist.destroy_process_group()

@@ -156,7 +156,7 @@ def test_journal_keeps_what_adopted_records_need(tmp_path):
 
 
 def test_launcher_imports_without_torch():
-    code = ("import sys, elasticopt.launcher.executor, elasticopt.launcher.driver, elasticopt.cli.launch, "
+    code = ("import sys, elasticopt.launcher.torchrun, elasticopt.launcher.driver, elasticopt.cli.launch, "
             "elasticopt.launcher.examples.fake_job; assert 'torch' not in sys.modules, 'torch imported'")  # fmt: skip
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
     assert Path(FAKE).exists()

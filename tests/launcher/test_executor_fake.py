@@ -1,4 +1,4 @@
-"""LauncherExecutor with the fake worker: many jobs, faults, recovery (no torch)."""
+"""TorchrunExecutor with the fake worker: many jobs, faults, recovery (no torch)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import json
 from launcher_helpers import fake_spec, run_until
 
 from elasticopt.launcher.devices import DevicePool
-from elasticopt.launcher.executor import LauncherExecutor
+from elasticopt.launcher.torchrun import TorchrunExecutor
 from elasticopt.launcher.journal import replay
 from elasticopt.launcher.protocol import list_checkpoints
 from elasticopt.scheduling.executor import Phase
 
 
 def make(tmp_path, recorder, slots=4, **kw):
-    ex = LauncherExecutor(tmp_path / "run", DevicePool("cpu", tuple(range(slots))), **kw)
+    ex = TorchrunExecutor(tmp_path / "run", DevicePool("cpu", tuple(range(slots))), **kw)
     ex.set_listener(recorder)
     return ex
 
@@ -46,8 +46,8 @@ def test_rescale_resumes_at_stop_position(tmp_path, recorder):
     spec2 = json.loads((tmp_path / "run/jobs/a/gen-0002/spec.json").read_text())
     assert (spec2["gpus"], spec2["batch"], spec2["devices"]) == (2, 128, [0, 1])
     run_until(ex, lambda: recorder.completed == ["a"])
-    assert ex.jobs["a"].lost_samples == 0
-    assert len(ex.jobs["a"].downtimes_s) == 1 and ex.jobs["a"].downtimes_s[0] > 0
+    assert ex.jobs["a"].account.lost_samples == 0
+    assert len(ex.jobs["a"].account.downtimes_s) == 1 and ex.jobs["a"].account.downtimes_s[0] > 0
     # the whole job ran exactly total samples: no repeat, no skip
     assert ex.progress("a").samples_done == 20000
 
@@ -57,13 +57,13 @@ def test_stop_preempts_to_queue_and_start_resumes(tmp_path, recorder):
     ex.start(fake_spec("a", total=20000), 1, 64)
     run_until(ex, lambda: ex.progress("a").samples_done >= 640)
     ex.stop("a")
-    run_until(ex, lambda: ex.jobs["a"].proc is None)
+    run_until(ex, lambda: ex.jobs["a"].handle is None)
     p = ex.progress("a")
     assert p.phase is Phase.QUEUED and p.gpus == 0 and ex.pool.free() == [0]
     assert list_checkpoints(tmp_path / "run/jobs/a")[0][0] == p.samples_done
     ex.start(ex.job_spec("a"), 1, 128)
     run_until(ex, lambda: recorder.completed == ["a"])
-    assert ex.jobs["a"].lost_samples == 0
+    assert ex.jobs["a"].account.lost_samples == 0
 
 
 def test_grow_waits_for_shrink_to_release_devices(tmp_path, recorder):
@@ -82,10 +82,10 @@ def test_worker_killed_restarts_from_checkpoint_and_counts_lost(tmp_path, record
     ex.start(fake_spec("a", total=8000, args=["--crash-after", "4000"]), 1, 64)
     run_until(ex, lambda: recorder.completed == ["a"])
     job = ex.jobs["a"]
-    assert job.restarts == 1 and job.generation == 2
-    assert 0 <= job.lost_samples <= 64 * 2 * 10  # at most a checkpoint interval of steps
+    assert job.account.restarts == 1 and job.generation == 2
+    assert 0 <= job.account.lost_samples <= 64 * 2 * 10  # at most a checkpoint interval of steps
     assert ex.progress("a").samples_done == 8000
-    assert replay(tmp_path / "run/journal.jsonl").jobs["a"].lost_samples == job.lost_samples
+    assert replay(tmp_path / "run/journal.jsonl").jobs["a"].lost_samples == job.account.lost_samples
 
 
 def test_crash_at_start_or_missing_script_fails_only_that_job(tmp_path, recorder):
@@ -109,6 +109,6 @@ def test_stop_timeout_kills_a_job_that_ignores_the_control_file(tmp_path, record
     ex.start(fake_spec("a", total=10**6, args=["--ignore-stop"]), 1, 64)
     run_until(ex, lambda: ex.progress("a").samples_done >= 1280)
     ex.stop("a")
-    run_until(ex, lambda: ex.jobs["a"].proc is None, timeout_s=10)
+    run_until(ex, lambda: ex.jobs["a"].handle is None, timeout_s=10)
     assert ex.progress("a").phase is Phase.QUEUED
     assert ex.progress("a").samples_done == list_checkpoints(tmp_path / "run/jobs/a")[0][0]

@@ -17,7 +17,7 @@ from launcher_helpers import run_until
 
 import elasticopt.launcher.examples.mlp_job as mlp_job
 from elasticopt.launcher.devices import DevicePool
-from elasticopt.launcher.executor import LauncherExecutor
+from elasticopt.launcher.torchrun import TorchrunExecutor
 from elasticopt.launcher.journal import replay
 from elasticopt.launcher.protocol import checkpoint_dir, list_checkpoints
 from elasticopt.launcher.trainer import load_latest_checkpoint
@@ -72,14 +72,14 @@ def test_rescale_2_1_2_resumes_exactly_and_matches_uninterrupted(tmp_path):
     """
     run = tmp_path / "run"
     plan = [(2, 128), (1, 128), (2, 256)]
-    ex = LauncherExecutor(run, DevicePool("cpu", (0, 1)))
+    ex = TorchrunExecutor(run, DevicePool("cpu", (0, 1)))
     ex.start(mlp_spec("j", max_local=64), *plan[0])
     at_gen2_end = tmp_path / "ckpt-gen2.pt"
     for step in (1, 2):
         run_until(ex, lambda: ex.progress("j").phase is Phase.RUNNING, timeout_s=60)
         assert ex.progress("j").generation == step
         ex.rescale("j", *plan[step])
-        run_until(ex, lambda: ex.jobs["j"].proc is None or ex.progress("j").generation > step, timeout_s=60)
+        run_until(ex, lambda: ex.jobs["j"].handle is None or ex.progress("j").generation > step, timeout_s=60)
     shutil.copy(list_checkpoints(run / "jobs" / "j")[0][1], at_gen2_end)
     run_until(ex, lambda: ex.progress("j").phase is Phase.COMPLETED, timeout_s=60)
 
@@ -91,7 +91,7 @@ def test_rescale_2_1_2_resumes_exactly_and_matches_uninterrupted(tmp_path):
         spec = json.loads((run / "jobs" / "j" / f"gen-{gen + 1:04d}" / "spec.json").read_text())
         assert (spec["gpus"], spec["batch"]) == plan[gen]
         positions.append(st["samples_done"])
-    assert ex.jobs["j"].lost_samples == 0 and ex.jobs["j"].restarts == 0
+    assert ex.jobs["j"].account.lost_samples == 0 and ex.jobs["j"].account.restarts == 0
     assert "micro=(64, 64)" in gen_log(run, "j", 2) and "micro=(64, 64)" in gen_log(run, "j", 3)
     final = load_latest_checkpoint(run / "jobs" / "j")
     assert TOTAL <= final["position"] < TOTAL + 256
@@ -121,23 +121,23 @@ def _children(pid: int) -> list[int]:
 
 def test_worker_killed_restarts_from_last_checkpoint(tmp_path):
     run = tmp_path / "run"
-    ex = LauncherExecutor(run, DevicePool("cpu", (0, 1)), checkpoint_every_s=0.5)
+    ex = TorchrunExecutor(run, DevicePool("cpu", (0, 1)), checkpoint_every_s=0.5)
     ex.start(mlp_spec("a", max_local=128, total=128 * 80, ckpt_s=0.3), 2, 128)
     run_until(ex, lambda: len(list_checkpoints(run / "jobs" / "a")) >= 1 and ex.progress("a").samples_done > 2000,
               timeout_s=60)  # fmt: skip
-    workers = _children(ex.jobs["a"].proc.pid)
+    workers = _children(ex.jobs["a"].handle.pid)
     assert len(workers) == 2, workers
     os.kill(max(workers), signal.SIGKILL)  # one worker dies
     run_until(ex, lambda: ex.progress("a").generation == 2 and ex.progress("a").phase is Phase.RUNNING, timeout_s=60)
     job = ex.jobs["a"]
-    assert job.restarts == 1
-    ckpt = job.checkpoint_samples
+    assert job.account.restarts == 1
+    ckpt = job.account.checkpoint_samples
     assert "resumed=True at sample" in gen_log(run, "a", 2)
     assert f"at sample {ckpt}" in gen_log(run, "a", 2)
     rate = 128 / 0.03 * 1.5  # generous upper bound of samples/s
-    assert 0 <= job.lost_samples <= rate * (0.3 + 1.0)  # at most a checkpoint (+ status) interval
+    assert 0 <= job.account.lost_samples <= rate * (0.3 + 1.0)  # at most a checkpoint (+ status) interval
     run_until(ex, lambda: ex.progress("a").phase is Phase.COMPLETED, timeout_s=90)
-    assert replay(run / "journal.jsonl").jobs["a"].lost_samples == job.lost_samples
+    assert replay(run / "journal.jsonl").jobs["a"].lost_samples == job.account.lost_samples
 
 
 def _write_jobs(path: Path, env: dict[str, str]) -> None:

@@ -29,6 +29,7 @@ from elasticopt._io import atomic_write_text
 from elasticopt.launcher.protocol import (
     ENV_SPEC,
     GenerationStatus,
+    RunState,
     checkpoint_path,
     list_checkpoints,
     prune_checkpoints,
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         atomic_write_text(checkpoint_path(spec.job_dir, samples, "json"), json.dumps({"samples": samples, "step": step}))
         prune_checkpoints(spec.job_dir)
 
-    def status(state: str, **extra) -> None:
+    def status(state: RunState, **extra) -> None:
         elapsed = (time.time() - t_start) if t_start else 0.0
         sps = (steps_here * spec.batch / elapsed) if elapsed > 0 and steps_here else None
         write_status(gen_dir, GenerationStatus(
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         if not a.ignore_stop and stop_requested(gen_dir):
             save()
             ck_samples = samples
-            status("stopped", stopped_at=time.time())
+            status(RunState.STOPPED, stopped_at=time.time())
             return 0
         if t_start is None:
             t_start = time.time()
@@ -105,17 +106,17 @@ def main(argv: list[str] | None = None) -> int:
             and spec.generation == a.crash_generation
             and samples >= a.crash_after
         ):
-            status("running")
+            status(RunState.RUNNING)
             print(f"fake job: crashing after {samples} samples as asked", file=sys.stderr)
             os._exit(3)
         if time.time() - last_ckpt >= spec.checkpoint_every_s:
             save()
             ck_samples = samples
             last_ckpt = time.time()
-        status("running")
+        status(RunState.RUNNING)
     save()
     ck_samples = samples
-    status("completed")
+    status(RunState.COMPLETED)
     return 0
 
 

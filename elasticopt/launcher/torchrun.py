@@ -1,4 +1,9 @@
-"""One generation of a job: a process group running ``torchrun`` (or a plain script).
+"""The torchrun backend: one generation of a job = a process group running ``torchrun`` (or a plain script).
+
+:class:`TorchrunExecutor` is the launcher's executor on one machine: the
+backend-neutral :class:`~elasticopt.launcher.generations.GenerationExecutor`
+with :class:`TorchrunBackend`, which starts every generation as new processes
+(:class:`GenerationProcess`) and adopts those a killed launcher left running.
 
 A generation is started with ``start_new_session=True`` so that it is its own
 process group: :meth:`GenerationProcess.kill` stops ``torchrun`` and every worker
@@ -21,12 +26,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from elasticopt.launcher.devices import DevicePool
+from elasticopt.launcher.generations import GenerationExecutor
 from elasticopt.launcher.protocol import ENV_SPEC, GenerationSpec, write_spec
 
-__all__ = ["GenerationProcess", "build_command", "process_start_time", "tagged_pids"]
+__all__ = ["TorchrunExecutor", "TorchrunBackend", "GenerationProcess", "build_command", "process_start_time",
+           "tagged_pids"]
 
 
 def tagged_pids(spec_path: str | os.PathLike[str]) -> list[int]:
@@ -159,6 +169,10 @@ class GenerationProcess:
         """Watch a generation started by an earlier launcher (not our child)."""
         return cls(spec, pid, start_ticks, spec.gen_dir / "log.txt", started_at, None)
 
+    def journal_fields(self) -> dict[str, Any]:
+        """What the journal keeps to find the generation again after a launcher restart."""
+        return {"pid": self.pid, "start_ticks": self.start_ticks, "started_at": self.started_at}
+
     @property
     def gen_dir(self) -> Path:
         """The generation's directory."""
@@ -228,3 +242,51 @@ class GenerationProcess:
             if rc is not None or time.monotonic() >= deadline:
                 return rc
             time.sleep(0.02)
+
+
+class TorchrunBackend:
+    """Runs each generation as new local processes (``torchrun``, or one plain ``python`` process).
+
+    Parameters
+    ----------
+    pool
+        The devices of this machine; a generation on CPU slots is pinned to their cores.
+
+    Notes
+    -----
+    Job payload keys used: ``script`` (path), ``args`` (list of str), ``mode``
+    (``"torchrun"`` default or ``"python"``), ``env`` (dict), ``cwd``.
+    """
+
+    name = "torchrun"
+
+    def __init__(self, pool: DevicePool):
+        self.pool = pool
+
+    def spawn(self, spec: GenerationSpec, payload: Mapping[str, Any]) -> GenerationProcess:
+        """Start the generation ``spec`` (its devices are ``spec.devices``)."""
+        cores = self.pool.cpu_cores_for(list(spec.devices)) if spec.device_kind == "cpu" else None
+        return GenerationProcess.spawn(
+            spec, str(payload["script"]), [str(a) for a in payload.get("args", [])],
+            mode=str(payload.get("mode", "torchrun")), cpu_cores=cores,
+            extra_env={str(k): str(v) for k, v in dict(payload.get("env", {})).items()},
+            cwd=payload.get("cwd"),
+        )  # fmt: skip
+
+    def adopt(self, spec: GenerationSpec, event: Mapping[str, Any]) -> GenerationProcess:
+        """The generation a killed launcher started (its ``generation_start`` journal event): watched by pid."""
+        return GenerationProcess.adopt(spec, int(event["pid"]), event.get("start_ticks"), float(event["started_at"]))
+
+    def close(self) -> None:
+        """Nothing to release: every generation is reaped by the executor."""
+
+
+class TorchrunExecutor(GenerationExecutor):
+    """The launcher's executor on this machine: every generation is a new ``torchrun`` process group.
+
+    Parameters are those of :class:`~elasticopt.launcher.generations.GenerationExecutor`
+    (``out_dir``, ``pool``, then keywords).
+    """
+
+    def __init__(self, out_dir: str | os.PathLike[str], pool: DevicePool, **kwargs: Any):
+        super().__init__(out_dir, pool, TorchrunBackend(pool), **kwargs)
