@@ -1,0 +1,64 @@
+"""``elasticopt serve``: the allocation service for research schedulers (docs/integrations.md).
+
+``--stdio`` answers JSON lines on stdin/stdout (spawn it as a subprocess);
+``--http`` serves ``POST /v1/solve`` on a local port and prints
+``listening on http://HOST:PORT`` on stdout once it accepts connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from elasticopt.errors import ElasticoptError
+
+__all__ = ["register", "run"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``serve`` subcommand."""
+    p = sub.add_parser(
+        "serve",
+        help="allocation service for research schedulers (JSON lines or HTTP)",
+        description="Answer allocation requests (format elasticopt-request/1, see docs/integrations.md) "
+        "until stopped: JSON lines on stdin/stdout (--stdio) or HTTP on a local port (--http).",
+    )
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--stdio", action="store_true", help="one request per stdin line, one response per stdout line")
+    mode.add_argument("--http", action="store_true", help="HTTP: POST /v1/solve, GET /v1/info (needs elasticopt[service])")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="HTTP: port (default 8765; 0 picks a free one)")
+    p.add_argument("--solver", default="dp", help="backend of requests that name none (default dp)")
+    p.add_argument("--time-limit-s", type=float, default=None, help="time limit of requests that give none")
+    p.add_argument("--no-warm-up", action="store_true", help="skip the warm-up solve (the first request then "
+                   "pays the jax DP's compilation)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the service until its input ends (stdio) or it is interrupted (HTTP)."""
+    from elasticopt.service import AllocationService, serve_stdio
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="elasticopt serve: %(message)s")
+    service = AllocationService(default_solver=args.solver, default_time_limit_s=args.time_limit_s)
+    if not args.no_warm_up:
+        service.warm_up()
+    if args.stdio:
+        serve_stdio(service, sys.stdin.buffer, sys.stdout.buffer)
+        return 0
+    try:
+        from elasticopt.service.http import bind, serve_http
+
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise ElasticoptError(f"--http needs {exc.name}, which is not installed; fix: pip install 'elasticopt[service]'") from None
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as exc:
+        raise ElasticoptError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
+    host, port = sock.getsockname()[:2]
+    print(f"listening on http://{host}:{port}", flush=True)
+    serve_http(service, sock)
+    return 0

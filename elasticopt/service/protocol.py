@@ -1,0 +1,232 @@
+"""The wire protocol of ``elasticopt serve``: formats, error codes, request validation.
+
+A request is one JSON object in format ``elasticopt-request/1`` (an
+``elasticopt-instance/1`` document is accepted as a request with defaults);
+the answer is one JSON object in format ``elasticopt-response/1``.  Both are
+described by the JSON Schemas shipped in ``elasticopt/service/schema/`` and in
+docs/integrations.md.  A request that cannot be solved gets a structured error
+(:class:`ServiceError`: code, message, JSON path, expected, found) and the
+service keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Callable
+
+from elasticopt.errors import ElasticoptError
+
+__all__ = [
+    "REQUEST_FORMAT",
+    "RESPONSE_FORMAT",
+    "ERROR_CODES",
+    "ServiceError",
+    "load_schema",
+    "parse_request",
+    "validate_request",
+    "error_response",
+]
+
+REQUEST_FORMAT = "elasticopt-request/1"
+RESPONSE_FORMAT = "elasticopt-response/1"
+
+#: Error code -> what it means (the response schema lists the same codes).
+ERROR_CODES: dict[str, str] = {
+    "invalid_json": "the request is not one JSON object (or holds NaN / Infinity)",
+    "invalid_request": "the request breaks the request schema or a rule the schema cannot state",
+    "unsupported": "valid, but the model on this version cannot express it (message says what)",
+    "unknown_solver": "no solver is registered under that name",
+    "solver_unavailable": "the solver's library is not installed here",
+    "solver_error": "the solver failed on this request (bad solver option, backend error)",
+    "internal": "a bug in the service: the request was not solved; please report it",
+}
+
+
+class ServiceError(ElasticoptError):
+    """A request the service answers with an error instead of an allocation.
+
+    Parameters
+    ----------
+    code
+        One of :data:`ERROR_CODES`.
+    message
+        What went wrong, in words.
+    path
+        JSON path inside the request (``jobs[3].options[0].gpus``), "" if none.
+    expected, found
+        The rule and what the request held (rendered as text).
+    """
+
+    def __init__(self, code: str, message: str, path: str = "", expected: str = "", found: object = ""):
+        if code not in ERROR_CODES:
+            raise ValueError(f"unknown service error code {code!r}")
+        self.code = code
+        self.path = path
+        self.expected = expected
+        self.found = found if isinstance(found, str) else _short(found)
+        super().__init__(message)
+
+    def to_dict(self) -> dict[str, str]:
+        """The ``error`` object of a response."""
+        return {
+            "code": self.code,
+            "message": str(self),
+            "path": self.path,
+            "expected": self.expected,
+            "found": self.found,
+        }
+
+
+def _short(value: object, limit: int = 200) -> str:
+    try:
+        text = json.dumps(value, allow_nan=True, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@lru_cache(maxsize=None)
+def load_schema(name: str) -> dict[str, Any]:
+    """A shipped JSON Schema: ``"request-1"`` or ``"response-1"``."""
+    text = resources.files("elasticopt.service").joinpath(f"schema/{name}.json").read_text("utf-8")
+    return json.loads(text)
+
+
+@lru_cache(maxsize=1)
+def _request_validator() -> Callable[[Any], Any]:
+    try:
+        import fastjsonschema
+    except ImportError as exc:  # pragma: no cover - the 'service' extra installs it
+        raise ElasticoptError(
+            "elasticopt serve needs fastjsonschema, which is not installed; fix: pip install 'elasticopt[service]'"
+        ) from exc
+    return fastjsonschema.compile(load_schema("request-1"))
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_request(data: bytes | str) -> Any:
+    """Parse one request's JSON text (NaN and Infinity are refused).
+
+    Raises
+    ------
+    ServiceError
+        ``invalid_json`` with the position of the first error.
+    """
+    try:
+        return json.loads(data, parse_constant=_reject_constant)
+    except UnicodeDecodeError as exc:
+        raise ServiceError("invalid_json", f"request is not UTF-8: {exc.reason}", "(root)", "UTF-8 JSON text", "bytes") from None
+    except json.JSONDecodeError as exc:
+        raise ServiceError(
+            "invalid_json",
+            f"request is not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})",
+            "(root)",
+            "one JSON object",
+            _short(exc.doc[max(0, exc.pos - 20) : exc.pos + 20]),
+        ) from None
+    except ValueError as exc:
+        raise ServiceError("invalid_json", f"request is not valid JSON: {exc}", "(root)", "finite numbers", str(exc)) from None
+    except RecursionError:
+        raise ServiceError("invalid_json", "request nests too deeply", "(root)", "a request object", "deep nesting") from None
+
+
+def _expected(rule: str, definition: Any) -> str:
+    texts: dict[str, Callable[[Any], str]] = {
+        "type": lambda d: f"a value of type {d if isinstance(d, str) else ' or '.join(d)}",
+        "required": lambda d: "the field(s) " + ", ".join(map(repr, d)) + " to be present",
+        "additionalProperties": lambda d: "no other fields",
+        "minimum": lambda d: f"a number >= {d}",
+        "exclusiveMinimum": lambda d: f"a number > {d}",
+        "enum": lambda d: "one of " + ", ".join(map(repr, d)),
+        "const": lambda d: repr(d),
+        "minItems": lambda d: f"a list with at least {d} item(s)",
+        "maxItems": lambda d: f"a list with at most {d} item(s)",
+        "minLength": lambda d: f"a string of at least {d} character(s)",
+        "minProperties": lambda d: f"an object with at least {d} field(s)",
+    }
+    fn = texts.get(rule)
+    return fn(definition) if fn else f"{rule} {_short(definition)}"
+
+
+_ONE_OF_HINTS = {
+    "cluster": "exactly one of 'gpus' (one pool) or 'pools'",
+    "solver": "a solver name, or {\"name\": ..., \"options\": {...}}",
+}
+
+
+def validate_request(doc: Any) -> dict[str, Any]:
+    """Check ``doc`` against the request schema; return it.
+
+    Raises
+    ------
+    ServiceError
+        ``invalid_request`` naming the JSON path, what was expected and what was found.
+    """
+    import fastjsonschema
+
+    if not isinstance(doc, dict):
+        raise ServiceError("invalid_request", "a request is a JSON object", "(root)", "a JSON object", type(doc).__name__)
+    try:
+        _request_validator()(doc)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        path = exc.name[len("data") :].lstrip(".") or "(root)"
+        rule, found = exc.rule or "", exc.value
+        expected = _expected(rule, exc.rule_definition)
+        if rule == "additionalProperties" and isinstance(found, dict):
+            allowed = set((exc.definition or {}).get("properties", {}))
+            extra = sorted(k for k in found if k not in allowed)
+            if extra:
+                path, found = f"{path}.{extra[0]}" if path != "(root)" else extra[0], extra[0]
+                expected = "no such field (allowed: " + ", ".join(sorted(allowed)) + ")"
+        elif rule == "required" and isinstance(found, dict):
+            missing = [k for k in exc.rule_definition if k not in found]
+            if missing:
+                path = f"{path}.{missing[0]}" if path != "(root)" else missing[0]
+                found = "nothing"
+        elif rule == "oneOf":
+            last = path.rsplit(".", 1)[-1]
+            key = "job" if last.startswith("jobs[") else last
+            expected = _ONE_OF_HINTS.get(
+                key, "exactly one of 'throughput' (measured points), 'profile' (a fitted profile) or 'options' (caller values)"
+            )
+            if isinstance(found, dict):
+                found = "fields " + ", ".join(sorted(found))
+        raise ServiceError("invalid_request", f"{path}: expected {expected}", path, expected, found) from None
+    return doc
+
+
+def finite(value: float, path: str) -> float:
+    """``value`` as a float, or ``invalid_request`` if it is not finite."""
+    v = float(value)
+    if not math.isfinite(v):
+        raise ServiceError("invalid_request", f"{path}: expected a finite number", path, "a finite number", value)
+    return v
+
+
+def error_response(request_id: Any, error: ServiceError) -> dict[str, Any]:
+    """A response carrying ``error``."""
+    return {"format": RESPONSE_FORMAT, "id": request_id, "ok": False, "error": error.to_dict()}
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    """Which backend to run, with its options."""
+
+    name: str
+    options: dict[str, Any]
+
+    @classmethod
+    def from_request(cls, value: Any) -> "SolverSpec":
+        """From the request's ``solver`` field (a name or ``{"name", "options"}``); default ``dp``."""
+        if value is None:
+            return cls("dp", {})
+        if isinstance(value, str):
+            return cls(value, {})
+        return cls(value["name"], dict(value.get("options", {})))

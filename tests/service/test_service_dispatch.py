@@ -1,0 +1,140 @@
+"""The service in-process: request rules, caller values (exact vs brute force), solver failures."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from elasticopt.errors import SolverError
+from elasticopt.service import AllocationService
+from elasticopt.solvers import Solution, Status
+
+from service_helpers import check_response, instance_request
+
+SERVICE = AllocationService()
+
+
+def _req(jobs, gpus=8, gpus_per_node=4, **extra):
+    return {"format": "elasticopt-request/1", "cluster": {"gpus": gpus, "gpus_per_node": gpus_per_node},
+            "objective": "values", "jobs": jobs, **extra}
+
+
+def _brute(jobs, G, allow):
+    """Best total of caller values: every job one option or idle (if it may), within G GPUs."""
+    choices = []
+    for jd in jobs:
+        may_idle = "running" not in jd or jd.get("preemptible", allow)
+        opts = [(o["gpus"], o["value"]) for o in jd["options"]]
+        if may_idle:
+            opts.append((0, jd.get("idle_value", 0.0)))
+        choices.append(opts)
+    best = None
+    for combo in itertools.product(*choices):
+        if sum(k for k, _ in combo) <= G:
+            v = sum(v for _, v in combo)
+            best = v if best is None or v > best else best
+    return best
+
+
+job_st = st.fixed_dictionaries(
+    {"options": st.lists(st.tuples(st.integers(1, 4), st.integers(-30, 30)), min_size=1, max_size=3,
+                         unique_by=lambda t: t[0])},
+    optional={"idle_value": st.integers(-40, 10), "running": st.integers(1, 2), "preemptible": st.booleans()},
+)
+
+
+@given(st.lists(job_st, min_size=1, max_size=5), st.integers(0, 8), st.booleans())
+def test_caller_values_are_solved_exactly(raw_jobs, G, allow):
+    jobs = []
+    for i, rj in enumerate(raw_jobs):
+        jd = {"id": f"j{i}", "options": [{"gpus": k, "value": v / 4} for k, v in rj["options"]]}
+        if "idle_value" in rj:
+            jd["idle_value"] = rj["idle_value"] / 4
+        if "running" in rj:
+            jd["running"] = {"gpus": rj["running"]}
+            if "preemptible" in rj:
+                jd["preemptible"] = rj["preemptible"]
+        jobs.append(jd)
+    resp = check_response(SERVICE.handle(_req(jobs, gpus=G, allow_preemption=allow)))
+    best = _brute(jobs, G, allow)
+    if best is None:
+        assert resp["ok"] and resp["status"] == "infeasible"
+        return
+    assert resp["ok"] and resp["status"] == "optimal", resp
+    assert resp["objective_value"] == pytest.approx(best, abs=1e-5)
+    alloc = resp["allocation"]
+    total = sum(jd.get("idle_value", 0.0) if alloc[jd["id"]] is None else alloc[jd["id"]]["value"] for jd in jobs)
+    assert total == pytest.approx(best, abs=1e-5)
+    assert sum(a["gpus"] for a in alloc.values() if a) <= G
+
+
+def test_placement_keeps_running_jobs_and_fits_nodes():
+    jobs = [
+        {"id": "keep", "options": [{"gpus": 2, "value": 5.0}], "running": {"gpus": 2, "nodes": [[1, 2]]}},
+        {"id": "new", "options": [{"gpus": 4, "value": 9.0}]},
+        {"id": "small", "options": [{"gpus": 2, "value": 3.0}]},
+    ]
+    resp = check_response(SERVICE.handle(_req(jobs)))
+    a = resp["allocation"]
+    assert a["keep"]["nodes"] == [[1, 2]] and a["keep"]["moved"] is False
+    assert a["new"]["nodes"] == [[0, 4]]  # the only node with 4 free GPUs
+    assert a["small"]["nodes"] == [[1, 2]]
+
+
+def test_span_priced_values_reported_for_the_achieved_placement():
+    jobs = [
+        {"id": "a", "options": [{"gpus": 3, "value": 3.0, "nodes": 1}, {"gpus": 3, "value": 2.0, "nodes": 2}]},
+        {"id": "b", "options": [{"gpus": 3, "value": 3.0, "nodes": 1}, {"gpus": 3, "value": 2.5, "nodes": 2}]},
+        {"id": "c", "options": [{"gpus": 2, "value": 2.0, "nodes": 1}]},
+    ]
+    resp = check_response(SERVICE.handle(_req(jobs)))  # 2 nodes x 4: 3 + 3 + 2 cannot all be consolidated
+    spans = {j: len(a["nodes"]) for j, a in resp["allocation"].items() if a}
+    assert sum(spans.values()) == 4 and len(resp["warnings"]) == 1  # exactly one job must span two nodes
+    for jd in jobs:
+        a = resp["allocation"][jd["id"]]
+        priced = {o.get("nodes"): o["value"] for o in jd["options"]}
+        assert a["value"] == priced.get(len(a["nodes"]), priced[1])  # unpriced span: the value solved with
+
+
+@pytest.mark.parametrize(
+    "doc,code,path",
+    [
+        (_req([{"id": "a", "options": [{"gpus": 2, "value": 1.0, "batch": 3}]}]), "invalid_request", "jobs[0].options[0].batch"),
+        (_req([{"id": "a", "options": [{"gpus": 2, "value": 1.0}, {"gpus": 2, "value": 2.0}]}]), "invalid_request", "jobs[0].options[1]"),
+        (_req([{"id": "a", "throughput": [[1, 2, 3.0]]}]), "invalid_request", "jobs[0]"),
+        (_req([{"id": "a", "options": [{"gpus": 1, "value": 1}]}], objective="speedup"), "invalid_request", "jobs[0]"),
+        ({**instance_request("tiny.json"), "jobs": [{"id": "x", "throughput": [[1, 64, 1.0]]},
+                                                  {"id": "y", "throughput": [[3, 64, 1.0]]}]}, "invalid_request", "jobs[1]"),
+        (_req([{"id": "a", "options": [{"gpus": 1, "value": 1}]}], cluster={"gpus": 8, "pools": {}}), "invalid_request", "cluster"),
+    ],
+)
+def test_bad_requests_name_the_json_path(doc, code, path):
+    resp = check_response(SERVICE.handle(json.dumps(doc)))
+    assert not resp["ok"] and resp["error"]["code"] == code and resp["error"]["path"] == path, resp["error"]
+
+
+def test_solver_exception_and_error_status_are_structured_errors():
+    def raising(*a, **k):
+        raise SolverError("backend exploded")
+
+    def erroring(problem, solver, **k):
+        return Solution(Status.ERROR, solver=solver, message="RuntimeError: out of memory")
+
+    for fn, text in ((raising, "backend exploded"), (erroring, "out of memory")):
+        svc = AllocationService(solve=fn)
+        resp = check_response(svc.handle(json.dumps(instance_request("tiny.json", "e"))))
+        assert resp["id"] == "e" and resp["error"]["code"] == "solver_error" and text in resp["error"]["message"]
+        ok = check_response(SERVICE.handle(json.dumps(instance_request("tiny.json"))))  # others unaffected
+        assert ok["ok"]
+
+
+def test_bug_in_the_service_is_an_internal_error_not_a_crash():
+    def broken(*a, **k):
+        raise ZeroDivisionError("bug")
+
+    resp = check_response(AllocationService(solve=broken).handle(json.dumps(instance_request("tiny.json"))))
+    assert resp["error"]["code"] == "internal" and "ZeroDivisionError" in resp["error"]["message"]

@@ -1,0 +1,56 @@
+"""The packing step: always a valid placement, running jobs kept where they still fit."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from elasticopt.service.placement import Placement, check_placement, place
+
+
+@st.composite
+def cases(draw):
+    nodes = draw(st.lists(st.integers(1, 8), min_size=1, max_size=6))
+    free = sum(nodes)
+    alloc, current = {}, {}
+    # running jobs first: laid out on the nodes for real
+    left = list(nodes)
+    for j in range(draw(st.integers(0, 4))):
+        n = draw(st.integers(0, len(nodes) - 1))
+        if left[n] == 0:
+            continue
+        c = draw(st.integers(1, left[n]))
+        left[n] -= c
+        keep = draw(st.booleans())
+        alloc[f"r{j}"] = c if keep else draw(st.sampled_from([None, max(1, c - 1), c + 1]))
+        current[f"r{j}"] = [(n, c)]
+    for j in range(draw(st.integers(0, 5))):
+        alloc[f"q{j}"] = draw(st.one_of(st.none(), st.integers(1, 8)))
+    # drop jobs until the total fits
+    for jid in list(alloc):
+        if sum(k or 0 for k in alloc.values()) > free:
+            alloc[jid] = None
+    return nodes, alloc, current
+
+
+@given(cases())
+def test_placement_is_valid_and_keeps_unchanged_running_jobs(case):
+    nodes, alloc, current = case
+    pl = place(nodes, alloc, current)
+    assert check_placement(nodes, alloc, pl) == []
+    for jid, k in alloc.items():
+        if k and jid in current and sum(c for _, c in current[jid]) == k:
+            assert pl.moved[jid] is False and pl.nodes[jid] == tuple(current[jid])
+
+
+def test_new_job_goes_on_one_node_when_one_has_room_and_spreads_minimally_otherwise():
+    pl = place([8, 8, 4], {"a": 4, "b": 12}, {})
+    assert pl.nodes["b"] == ((0, 8), (2, 4)) or pl.nodes["b"] == ((0, 8), (1, 4))
+    assert len(pl.nodes["a"]) == 1
+    assert check_placement([8, 8, 4], {"a": 4, "b": 12}, pl) == []
+
+
+def test_check_placement_rejects_overfull_nodes_and_miscounts():
+    bad = Placement(nodes={"a": ((0, 5),), "b": ((0, 4),)}, moved={"a": True, "b": True})
+    errs = check_placement([8], {"a": 5, "b": 3}, bad)
+    assert any("node 0" in e for e in errs) and any("'b'" in e for e in errs)
