@@ -1,4 +1,4 @@
-"""Helpers shared by the MILP-family backends: hints, empty tables, integer bounds.
+"""Helpers shared by backends: hints, empty tables, integer bounds, the DP outcome.
 
 Kept apart from every backend so that no backend imports another.
 """
@@ -16,7 +16,19 @@ from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Outcome
 from elasticopt.solvers.solution import Solution, Status
 
-__all__ = ["hint_choice", "empty_outcome", "integer_bound"]
+__all__ = ["hint_choice", "empty_outcome", "integer_bound", "new_highs", "dp_outcome", "NEG", "INFEASIBLE_BELOW"]
+
+#: Value of an unreachable state; far below any real total (|total| < 2**52).
+NEG = -(1 << 60)
+#: F_n(G) below this means no allocation fits.
+INFEASIBLE_BELOW = -(1 << 59)
+
+
+def dp_outcome(table: OptionTable, best: int, choice: np.ndarray | None, ops: int) -> Outcome:
+    """The Outcome of a finished DP (shared by both DP backends)."""
+    if best < INFEASIBLE_BELOW or choice is None:
+        return Outcome(Status.INFEASIBLE, stats={"operations": ops})
+    return Outcome(Status.OPTIMAL, choice=choice, bound=int(best), stats={"operations": ops})
 
 
 def hint_choice(table: OptionTable, hint: Any, solver: str = "") -> np.ndarray:
@@ -83,3 +95,34 @@ def empty_outcome(table: OptionTable) -> Outcome:
     if not table.idle_allowed.all():
         return Outcome(Status.INFEASIBLE, stats={"columns": 0})
     return Outcome(Status.OPTIMAL, choice=np.full(table.n_jobs, -1, dtype=np.int64), bound=0, stats={"columns": 0})
+
+
+_BANNER_DONE = False
+
+
+def new_highs() -> Any:
+    """A ``highspy.Highs`` whose one-time start-up banner does not reach stdout.
+
+    HiGHS prints "Running HiGHS ..." on stdout when the first instance of a
+    process is created, before any option can be set; that would corrupt
+    ``elasticopt solve --json``.  The first construction runs with file
+    descriptor 1 pointed at /dev/null.
+    """
+    global _BANNER_DONE
+    import highspy
+
+    if not _BANNER_DONE:
+        import os
+        import sys
+
+        sys.stdout.flush()
+        saved = os.dup(1)
+        try:
+            with open(os.devnull, "w") as null:
+                os.dup2(null.fileno(), 1)
+                highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        _BANNER_DONE = True
+    return highspy.Highs()

@@ -27,7 +27,7 @@ import numpy as np
 from elasticopt.models.lagrangian import Fixing, reduced_cost_fixing
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
-from elasticopt.solvers.numpy_dp import NEG, dp_outcome
+from elasticopt.solvers.common import NEG, dp_outcome
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status
 

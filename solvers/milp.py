@@ -25,11 +25,11 @@ import numpy as np
 
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
-from elasticopt.solvers.common import empty_outcome, hint_choice, integer_bound
+from elasticopt.solvers.common import empty_outcome, hint_choice, integer_bound, new_highs
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status
 
-__all__ = ["HighsMILP", "csc_arrays", "new_highs"]
+__all__ = ["HighsMILP", "csc_arrays"]
 
 #: A column value farther than this from 0 or 1 is not trusted as integral.
 INTEGRALITY_TOL = 1e-6
@@ -81,37 +81,6 @@ def csc_arrays(table: OptionTable) -> dict[str, np.ndarray]:
         "row_lower": row_lower,
         "row_upper": row_upper,
     }
-
-
-_BANNER_DONE = False
-
-
-def new_highs() -> Any:
-    """A ``highspy.Highs`` whose one-time start-up banner does not reach stdout.
-
-    HiGHS prints "Running HiGHS ..." on stdout when the first instance of a
-    process is created, before any option can be set; that would corrupt
-    ``elasticopt solve --json``.  The first construction runs with file
-    descriptor 1 pointed at /dev/null.
-    """
-    global _BANNER_DONE
-    import highspy
-
-    if not _BANNER_DONE:
-        import os
-        import sys
-
-        sys.stdout.flush()
-        saved = os.dup(1)
-        try:
-            with open(os.devnull, "w") as null:
-                os.dup2(null.fileno(), 1)
-                highspy.Highs()
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
-        _BANNER_DONE = True
-    return highspy.Highs()
 
 
 @dataclass

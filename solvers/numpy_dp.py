@@ -19,23 +19,10 @@ import numpy as np
 
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.common import INFEASIBLE_BELOW, NEG, dp_outcome
 from elasticopt.solvers.registry import register
-from elasticopt.solvers.solution import Status
 
 __all__ = ["NumpyDP", "NEG", "INFEASIBLE_BELOW"]
-
-#: Value of an unreachable state; far below any real total (|total| < 2**52).
-NEG = -(1 << 60)
-#: F_n(G) below this means no allocation fits.
-INFEASIBLE_BELOW = -(1 << 59)
-
-
-def dp_outcome(table: OptionTable, best: int, choice: np.ndarray | None, ops: int) -> Outcome:
-    """The Outcome of a finished DP (shared by both DP backends)."""
-    if best < INFEASIBLE_BELOW or choice is None:
-        return Outcome(Status.INFEASIBLE, stats={"operations": ops})
-    return Outcome(Status.OPTIMAL, choice=choice, bound=int(best), stats={"operations": ops})
-
 
 @register
 class NumpyDP(Backend):

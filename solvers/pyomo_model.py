@@ -31,7 +31,7 @@ from elasticopt._io import atomic_path
 from elasticopt.errors import SolverError
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
-from elasticopt.solvers.common import empty_outcome, integer_bound
+from elasticopt.solvers.common import empty_outcome, integer_bound, new_highs
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Solution, Status
 
@@ -202,8 +202,6 @@ class PyomoMILP(Backend):
             else:
                 solver_opts[limit_key] = float(time_limit_s)
         if name.startswith("appsi_") or name == "highs":
-            from elasticopt.solvers.milp import new_highs
-
             new_highs()  # keep HiGHS's one-time banner off stdout
         kwargs["options"] = solver_opts
         results = opt.solve(model.pyomo, **kwargs)
