@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from elasticopt.bench import (
+from elasticopt.benchmarking import (
     ROW_FIELDS,
     BenchResult,
     InstanceSpec,

@@ -1,8 +1,8 @@
 """Solver benchmarking: run solvers over instances, cross-check, report.
 
-The public API is re-exported by :mod:`elasticopt.bench`::
+The same runs as ``elasticopt bench``, from Python::
 
-    from elasticopt.bench import family_instances, run_benchmark, summarize, write_results
+    from elasticopt.benchmarking import family_instances, run_benchmark, summarize, write_results
 
     specs = family_instances(["paper"], jobs=[200, 1000], gpus=[256, 1024], seeds=[0, 1])
     result = run_benchmark(["dp", "milp", my_solver], specs, repeats=5, time_limit_s=60)
