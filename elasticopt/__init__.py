@@ -7,12 +7,20 @@ solvers that agree (docs/design.md). The public surface::
     problem = elasticopt.load_instance("instances/tiny.json")
     solution = elasticopt.solve(problem, "dp")
     assert elasticopt.verify(problem, solution).ok
+
+and the simulation API (``simulate``, ``SimulationConfig``, the policies and
+``register_policy``), ``register_solver`` for your own backend and
+``register_profile`` for your own throughput data; docs/api.md lists every
+name, docs/guides/ shows how to extend each registry.
 """
+
+import logging as _logging
 
 from elasticopt.errors import (
     ElasticoptError,
     InstanceError,
     SolverError,
+    SolverOptionError,
     SolverUnavailableError,
     UnknownSolverError,
     ValidationError,
@@ -30,7 +38,27 @@ from elasticopt.models import (
     reduce_table,
     save_instance,
 )
+from elasticopt.profiles import TabularProfile, get_profile, profile_names, read_throughput_csv, register_profile
+from elasticopt.scheduling import (
+    Allocation,
+    ElasticPolicy,
+    FixedBatchPolicy,
+    GreedyPolicy,
+    JobSpec,
+    JobState,
+    Policy,
+    SimulationConfig,
+    SimulationResult,
+    Snapshot,
+    StaticPolicy,
+    available_policies,
+    get_policy,
+    register_policy,
+    simulate,
+)
 from elasticopt.solvers import (
+    Backend,
+    Outcome,
     Solution,
     Status,
     VerifyReport,
@@ -40,10 +68,15 @@ from elasticopt.solvers import (
     solve,
     verify,
 )
+from elasticopt.solvers import register as register_solver
+
+# a library logs through its own logger and leaves handlers to the application (the CLI adds one)
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 __version__ = "0.1.0"
 
 __all__ = [
+    # problems and solving
     "Cluster",
     "ElasticoptError",
     "InstanceError",
@@ -54,6 +87,7 @@ __all__ = [
     "Running",
     "Solution",
     "SolverError",
+    "SolverOptionError",
     "SolverUnavailableError",
     "Status",
     "ThroughputModel",
@@ -69,4 +103,30 @@ __all__ = [
     "save_instance",
     "solve",
     "verify",
+    # your own solver
+    "Backend",
+    "Outcome",
+    "register_solver",
+    # your own throughput data
+    "TabularProfile",
+    "get_profile",
+    "profile_names",
+    "read_throughput_csv",
+    "register_profile",
+    # simulation and policies
+    "Allocation",
+    "ElasticPolicy",
+    "FixedBatchPolicy",
+    "GreedyPolicy",
+    "JobSpec",
+    "JobState",
+    "Policy",
+    "SimulationConfig",
+    "SimulationResult",
+    "Snapshot",
+    "StaticPolicy",
+    "available_policies",
+    "get_policy",
+    "register_policy",
+    "simulate",
 ]

@@ -5,10 +5,19 @@
   with gradient synchronisation that grows with k and steps across nodes.
 - :func:`get_profile` / :func:`profile_names`: the fitted named profiles
   (``"a100/resnet50"``, ``"t4/imagenet"``, ...), shipped in ``data/*.json``.
+- :func:`read_throughput_csv` / :func:`register_profile`: your own measured
+  throughputs, from a CSV file, usable by name like the shipped ones.
 """
 
 from elasticopt.profiles.parametric import IterationTimeParams, ParametricProfile, iteration_time_s
-from elasticopt.profiles.registry import get_profile, profile_names, profile_sets
+from elasticopt.profiles.csvtable import read_throughput_csv
+from elasticopt.profiles.registry import (
+    get_profile,
+    profile_names,
+    profile_sets,
+    register_profile,
+    unregister_profile,
+)
 from elasticopt.profiles.tabular import TabularProfile
 
 __all__ = [
@@ -19,4 +28,7 @@ __all__ = [
     "iteration_time_s",
     "profile_names",
     "profile_sets",
+    "read_throughput_csv",
+    "register_profile",
+    "unregister_profile",
 ]

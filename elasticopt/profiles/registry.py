@@ -4,6 +4,11 @@ Each JSON file holds one measurement set (``a100``, ``t4``) with its source,
 licence and, per network, the fitted :class:`ParametricProfile`.  The files are
 written by ``validation/fit_profiles.py`` from the public data; the data
 itself is not part of the project.
+
+Your own profiles join them with :func:`register_profile` (for example a
+:class:`~elasticopt.profiles.TabularProfile` read from a CSV file by
+:func:`~elasticopt.profiles.read_throughput_csv`): instance files, workloads
+and :func:`get_profile` then find them by name.
 """
 
 from __future__ import annotations
@@ -13,9 +18,13 @@ from functools import lru_cache
 from importlib import resources
 
 from elasticopt.errors import ValidationError
+from elasticopt.models.throughput import ThroughputModel
 from elasticopt.profiles.parametric import ParametricProfile
 
-__all__ = ["PROFILE_FORMAT", "get_profile", "profile_names", "profile_sets"]
+__all__ = ["PROFILE_FORMAT", "get_profile", "profile_names", "profile_sets", "register_profile", "unregister_profile"]
+
+#: Profiles registered at run time, by name.
+_REGISTERED: dict[str, ThroughputModel] = {}
 
 PROFILE_FORMAT = "elasticopt-profiles/1"
 
@@ -38,9 +47,55 @@ def _load() -> tuple[dict[str, ParametricProfile], dict[str, dict]]:
     return profiles, sets
 
 
+def register_profile(profile: ThroughputModel, *, replace: bool = False) -> ThroughputModel:
+    """Make ``profile`` known under its ``name`` (``"hardware/network"`` by convention).
+
+    Instance files (``"profile": NAME``), workloads and :func:`get_profile`
+    find it from then on, in this process.
+
+    Parameters
+    ----------
+    profile
+        Any :class:`~elasticopt.models.ThroughputModel` (a ``TabularProfile``,
+        a ``ParametricProfile``, your own class).
+    replace
+        Allow replacing a profile registered earlier under the same name.
+        A shipped profile is never replaced.
+
+    Returns
+    -------
+    ThroughputModel
+        ``profile``, so the call can wrap its construction.
+
+    Raises
+    ------
+    ValidationError
+        If ``profile`` is not a throughput model, its name is empty or has
+        whitespace, or the name is taken.
+    """
+    if not isinstance(profile, ThroughputModel):
+        raise ValidationError("profile", "a ThroughputModel (name, samples_per_s, candidates)",
+                              type(profile).__name__)
+    name = profile.name
+    if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+        raise ValidationError("profile.name", "a non-empty name without spaces, e.g. 'mylab/resnet50'", name)
+    if name in _load()[0]:
+        raise ValidationError("profile.name", "a name no shipped profile has", name,
+                              hint="pick another name, e.g. with your lab or hardware as prefix")
+    if name in _REGISTERED and not replace and _REGISTERED[name] is not profile:
+        raise ValidationError("profile.name", "a name not registered yet", name, hint="pass replace=True")
+    _REGISTERED[name] = profile
+    return profile
+
+
+def unregister_profile(name: str) -> None:
+    """Forget a profile registered with :func:`register_profile` (no error if unknown)."""
+    _REGISTERED.pop(name, None)
+
+
 def profile_names() -> list[str]:
-    """Names of every shipped profile, sorted (e.g. ``"a100/resnet50"``)."""
-    return sorted(_load()[0])
+    """Names of every shipped and registered profile, sorted (e.g. ``"a100/resnet50"``)."""
+    return sorted(set(_load()[0]) | set(_REGISTERED))
 
 
 def profile_sets() -> dict[str, dict]:
@@ -48,8 +103,8 @@ def profile_sets() -> dict[str, dict]:
     return {k: dict(v) for k, v in _load()[1].items()}
 
 
-def get_profile(name: str) -> ParametricProfile:
-    """The named fitted profile.
+def get_profile(name: str) -> ThroughputModel:
+    """The named profile: a shipped fitted one or one given to :func:`register_profile`.
 
     Raises
     ------
@@ -58,9 +113,9 @@ def get_profile(name: str) -> ParametricProfile:
     """
     profiles = _load()[0]
     try:
-        return profiles[name]
+        return _REGISTERED[name] if name in _REGISTERED else profiles[name]
     except (KeyError, TypeError):
         raise ValidationError(
-            "profile", "one of " + ", ".join(sorted(profiles)), name,
+            "profile", "one of " + ", ".join(profile_names()), name,
             hint="profile names are '<hardware>/<network>'",
         ) from None
