@@ -9,7 +9,8 @@ released before they are taken (:func:`plan_actions`) and applies them to the
 executor.  It cannot tell a simulated executor from a real one.  Jobs an
 earlier driver already ran (a restarted launcher) are taken over with
 :meth:`Autoscaler.adopt` and :meth:`Autoscaler.adopt_finished`
-(:mod:`elasticopt.scheduling.adoption`).
+(checked and built by :mod:`elasticopt.scheduling.adoption`, which does not
+import this module).
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from dataclasses import dataclass
 
 from elasticopt.errors import ValidationError
 from elasticopt.models import Cluster
-from elasticopt.scheduling.actions import Action, pays_back, plan_actions
-from elasticopt.scheduling.adoption import AdoptionMixin, JobHistory
+from elasticopt.scheduling.actions import Action, plan_actions
+from elasticopt.scheduling.adoption import adopted_track, check_finished, finished_track
 from elasticopt.scheduling.executor import Executor, JobSpec, Phase
+from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis
 from elasticopt.scheduling.policies.base import Policy
 from elasticopt.scheduling.records import JobRecord, TimelinePoint
 from elasticopt.scheduling.state import Allocation, JobState, Snapshot, cached, option_error
+from elasticopt.scheduling.tracking import JobHistory, JobTrack
 
 __all__ = ["Autoscaler", "Decision", "JobHistory", "check_allocation"]
 
@@ -56,24 +59,6 @@ class Decision:
     failed: tuple[str, ...] = ()
 
 
-@dataclass
-class _Track:
-    spec: JobSpec
-    status: str = "queued"
-    first_start_s: float | None = None
-    completion_s: float | None = None
-    alloc: Option | None = None
-    last_alloc: Option | None = None
-    alloc_since_s: float = 0.0
-    last_change_s: float | None = None
-    starts: int = 0
-    rescales: int = 0
-    stops: int = 0
-    restart_s: float = 0.0
-    gpu_s: float = 0.0
-    samples_done: float = 0.0
-
-
 def check_allocation(snapshot: Snapshot, allocation: Allocation, policy_name: str = "policy") -> None:
     """Raise ValidationError unless the allocation fits the cluster and every option is feasible."""
     active = {j.id: j for j in snapshot.jobs}
@@ -94,7 +79,7 @@ def check_allocation(snapshot: Snapshot, allocation: Allocation, policy_name: st
         )
 
 
-class Autoscaler(AdoptionMixin):
+class Autoscaler:
     """Drives an :class:`Executor` with a :class:`Policy`.
 
     Parameters
@@ -110,10 +95,14 @@ class Autoscaler(AdoptionMixin):
         (a job's own ``JobSpec.restart_cost_s`` wins); passed to the executor
         in the job spec.
     payback
-        Veto any non-shrinking rescale that would not finish the job sooner
-        despite its restart cost (:func:`pays_back`).
+        Veto any change of a running job that the hysteresis rule does not
+        allow (:class:`~elasticopt.scheduling.hysteresis.Hysteresis`).
     payback_margin
-        Safety factor of the payback rule.
+        Deprecated spelling of ``hysteresis.payback_factor`` (used when
+        ``hysteresis`` is None).
+    hysteresis
+        The anti-thrashing rule (default
+        :data:`~elasticopt.scheduling.hysteresis.DEFAULT_HYSTERESIS`).
     on_decision
         Optional callback after every decision.
     """
@@ -126,7 +115,8 @@ class Autoscaler(AdoptionMixin):
         *,
         restart_cost_s: float = 30.0,
         payback: bool = True,
-        payback_margin: float = 1.0,
+        payback_margin: float | None = None,
+        hysteresis: Hysteresis | None = None,
         on_decision: Callable[[Decision], None] | None = None,
     ):
         if restart_cost_s < 0:
@@ -136,12 +126,16 @@ class Autoscaler(AdoptionMixin):
         self.policy = policy
         self.restart_cost_s = float(restart_cost_s)
         self.payback = payback
-        self.payback_margin = payback_margin
+        if hysteresis is None:
+            hysteresis = DEFAULT_HYSTERESIS
+            if payback_margin is not None:
+                hysteresis = dataclasses.replace(hysteresis, payback_factor=float(payback_margin))
+        self.hysteresis = hysteresis
         self.on_decision = on_decision
         self.decisions: list[Decision] = []
         self.timeline: list[TimelinePoint] = []
         self.measured: dict[str, dict[Option, float]] = {}
-        self._tracks: dict[str, _Track] = {}
+        self._tracks: dict[str, JobTrack] = {}
         self._active: dict[str, None] = {}  # insertion (arrival) order
         self._lock = threading.RLock()
         self._busy = False
@@ -153,7 +147,7 @@ class Autoscaler(AdoptionMixin):
         """A job arrives; reschedule unless ``reschedule=False`` (batching arrivals)."""
         with self._lock:
             spec = self._prepare(spec)
-            self._tracks[spec.id] = _Track(spec=spec, alloc_since_s=self.executor.now_s())
+            self._tracks[spec.id] = JobTrack(spec=spec, alloc_since_s=self.executor.now_s())
             self._active[spec.id] = None
             return self.reschedule("arrival") if reschedule else None
 
@@ -165,16 +159,6 @@ class Autoscaler(AdoptionMixin):
             throughput=cached(spec.throughput),
             restart_cost_s=self.restart_cost_s if spec.restart_cost_s is None else spec.restart_cost_s,
         )
-
-    def _track(self, spec: JobSpec, history: JobHistory, status: str, since_s: float) -> _Track:
-        tr = _Track(
-            spec=spec, status=status, first_start_s=history.first_start_s, last_alloc=history.last_alloc,
-            alloc_since_s=since_s, starts=history.starts, rescales=history.rescales, stops=history.stops,
-            restart_s=float(spec.restart_cost_s or 0.0) * (history.starts + history.rescales),
-            gpu_s=float(history.gpu_s),
-        )  # fmt: skip
-        self._tracks[spec.id] = tr
-        return tr
 
     def submit_many(self, specs: Iterable[JobSpec]) -> Decision | None:
         """Several jobs arrive at once: one decision for all of them."""
@@ -249,14 +233,8 @@ class Autoscaler(AdoptionMixin):
         """GPUs the autoscaler has handed out."""
         return sum(self._tracks[j].alloc[0] for j in self._active if self._tracks[j].alloc)
 
-    def _set_alloc(self, tr: _Track, alloc: Option | None, now: float) -> None:
-        if tr.alloc is not None:
-            tr.gpu_s += tr.alloc[0] * (now - tr.alloc_since_s)
-        tr.alloc = alloc
-        if alloc is not None:
-            tr.last_alloc = alloc
-        tr.alloc_since_s = now
-        tr.status = "queued" if alloc is None else "running"
+    def _set_alloc(self, tr: JobTrack, alloc: Option | None, now: float) -> None:
+        tr.set_alloc(alloc, now)
 
     # ---- the decision -------------------------------------------------
     def reschedule(self, reason: str = "manual") -> Decision | None:
@@ -312,11 +290,9 @@ class Autoscaler(AdoptionMixin):
         vetoed = []
         for st in snap.running:
             tgt = target.get(st.id)
-            if tgt is None or tgt == st.allocation or tgt[0] < st.gpus:
-                continue  # stops and shrinks release GPUs: never vetoed
-            rate_now = st.samples_per_s or 0.0
-            rate_new = st.spec.throughput.samples_per_s(*tgt) or 0.0
-            if not pays_back(st.remaining_samples, rate_now, rate_new, st.restart_cost_s, self.payback_margin):
+            if tgt is None:
+                continue  # stops release GPUs: never vetoed
+            if not self.hysteresis.allows(st, *tgt):
                 target[st.id] = st.allocation
                 vetoed.append(st.id)
         return vetoed
@@ -355,7 +331,7 @@ class Autoscaler(AdoptionMixin):
             out = []
             for jid, tr in self._tracks.items():
                 active = jid in self._active
-                gpu_s = tr.gpu_s + (tr.alloc[0] * (now - tr.alloc_since_s) if tr.alloc else 0.0)
+                gpu_s = tr.gpu_s_at(now)
                 done = self._done(jid) if active else tr.samples_done
                 spec = tr.spec
                 out.append(
@@ -380,3 +356,78 @@ class Autoscaler(AdoptionMixin):
                     )
                 )
             return out
+
+    # ---- taking over jobs of an earlier driver ------------------------
+    def adopt(
+        self,
+        spec: JobSpec,
+        gpus: int,
+        batch: int,
+        *,
+        since_s: float | None = None,
+        history: JobHistory = JobHistory(),
+        reschedule: bool = False,
+    ) -> Decision | None:
+        """Take over a job the executor already has, without starting it.
+
+        The job becomes active as if this autoscaler had started it: it
+        counts in snapshots, decisions, :attr:`gpus_in_use` and records, and a
+        later decision may rescale or stop it.  Its progress and phase are the
+        executor's, which must report it holding exactly (gpus, batch).
+
+        Parameters
+        ----------
+        spec
+            The job (a new id for this autoscaler).
+        gpus, batch
+            Its current allocation; ``0, 0`` for a job queued at a checkpoint.
+        since_s
+            When that allocation began (GPU-seconds accrue from it); default now.
+        history
+            What happened before; ``first_start_s`` defaults to ``since_s`` and
+            ``starts`` to at least 1 for a running job.
+        reschedule
+            Decide at once (default False: adopt every job, then decide).
+
+        Raises
+        ------
+        ValidationError
+            Known id, an allocation the executor does not report, a finished
+            job, or ``since_s`` in the future.
+        """
+        with self._lock:
+            spec = self._prepare(spec)
+            self._tracks[spec.id] = adopted_track(self.executor, spec, gpus, batch, since_s, history)
+            self._active[spec.id] = None
+            return self.reschedule("adopt") if reschedule else None
+
+    def adopt_finished(
+        self,
+        spec: JobSpec,
+        status: str = "completed",
+        *,
+        completion_s: float | None = None,
+        samples_done: float | None = None,
+        history: JobHistory = JobHistory(),
+    ) -> None:
+        """Record a job that completed or failed before this autoscaler (records only, never active).
+
+        Parameters
+        ----------
+        spec
+            The job (a new id for this autoscaler).
+        status
+            ``"completed"`` or ``"failed"``.
+        completion_s
+            When it completed (required for a completed job, ignored otherwise).
+        samples_done
+            Samples processed; default all of them for a completed job, 0 otherwise.
+        history
+            What happened to it; ``last_alloc`` is reported as its final allocation.
+        """
+        check_finished(spec, status, completion_s)
+        with self._lock:
+            spec = self._prepare(spec)
+            self._tracks[spec.id] = finished_track(
+                spec, status, completion_s, samples_done, history, self.executor.now_s()
+            )

@@ -87,6 +87,10 @@ class JobState:
             return None
         return self.spec.throughput.samples_per_s(self.gpus, self.batch)
 
+    def progress_per_s(self, gpus: int, batch: int) -> float | None:
+        """Believed progress rate on (gpus, batch): samples/s (None where the model does not know it)."""
+        return self.spec.throughput.samples_per_s(gpus, batch)
+
 
 @dataclass(frozen=True)
 class Snapshot:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 
 from elasticopt.errors import SolverError
 from elasticopt.models import Problem
-from elasticopt.scheduling.actions import pays_back
+from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, option_filter
 from elasticopt.scheduling.policies.base import priority_order, register_policy
 from elasticopt.scheduling.state import Allocation, JobState, Snapshot, to_model_job
 from elasticopt.solvers import Status, solve
@@ -18,26 +19,11 @@ __all__ = ["ElasticPolicy", "payback_filter"]
 def payback_filter(state: JobState, margin: float = 1.0) -> Callable[[int, int], bool] | None:
     """Options of a running job that do not thrash (None for a queued job).
 
-    Shrinks (fewer GPUs) are always allowed: they free GPUs for others.  Any
-    other change must finish the job sooner despite its restart cost
-    (:func:`~elasticopt.scheduling.actions.pays_back`); the autoscaler applies
-    the same rule, so the solver does not plan GPUs that would stay unused.
+    The autoscaler's rule (:class:`~elasticopt.scheduling.hysteresis.Hysteresis`)
+    with payback factor ``margin``, as an option filter, so the solver does not
+    plan GPUs that the autoscaler would then veto.
     """
-    if not state.is_running:
-        return None
-    rate_now = state.samples_per_s or 0.0
-    k_now = state.gpus
-    remaining = state.remaining_samples
-    cost = state.restart_cost_s
-    model = state.spec.throughput
-
-    def allowed(k: int, b: int) -> bool:
-        if k < k_now:
-            return True
-        t = model.samples_per_s(k, b)
-        return t is not None and pays_back(remaining, rate_now, t, cost, margin)
-
-    return allowed
+    return option_filter(state, dataclasses.replace(DEFAULT_HYSTERESIS, payback_factor=margin))
 
 
 @register_policy("elastic")

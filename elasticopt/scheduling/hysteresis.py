@@ -1,0 +1,75 @@
+"""The anti-thrashing rule, defined once: which changes of a running job are worth a restart.
+
+A running job's change to (k, b) is *allowed* when it releases GPUs (a
+shrink: never vetoed, others need them) or when both hold:
+
+- **gain**: its rate rises by at least ``min_gain`` (``rate_new >=
+  (1 + min_gain) * rate_now``), and
+- **payback**: the time it saves on its remaining work exceeds
+  ``payback_factor`` times its restart cost
+  (:func:`~elasticopt.scheduling.actions.pays_back`).
+
+Rates are the job's believed *progress* rates (:meth:`JobState.progress_per_s`:
+samples/s, or effective samples/s under goodput accounting).  Policies drop
+disallowed options before solving (:func:`option_filter`) so the solver does
+not plan GPUs that would stay unused; the autoscaler vetoes any target that
+breaks it (:meth:`Hysteresis.allows`) whatever the policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from elasticopt.errors import ValidationError
+from elasticopt.scheduling.actions import pays_back
+from elasticopt.scheduling.state import JobState
+
+__all__ = ["Hysteresis", "DEFAULT_HYSTERESIS", "option_filter"]
+
+
+@dataclass(frozen=True)
+class Hysteresis:
+    """The rule's two knobs.
+
+    Parameters
+    ----------
+    min_gain
+        Fraction by which a non-shrinking rescale must raise the job's rate
+        (0.2 = at least 20 % faster).
+    payback_factor
+        The time saved must exceed this many restart costs.
+    """
+
+    min_gain: float = 0.0
+    payback_factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("min_gain", "payback_factor"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValidationError(f"hysteresis.{name}", "a finite number >= 0", v)
+
+    def allows(self, state: JobState, gpus: int, batch: int) -> bool:
+        """Whether the running job ``state`` may change to (gpus, batch) (always True for a queued job)."""
+        if not state.is_running or gpus < state.gpus or (gpus, batch) == state.allocation:
+            return True
+        rate_new = state.progress_per_s(gpus, batch)
+        if rate_new is None or rate_new <= 0:
+            return False
+        rate_now = state.progress_per_s(state.gpus, state.batch) or 0.0
+        if rate_now > 0 and rate_new < (1.0 + self.min_gain) * rate_now:
+            return False
+        return pays_back(state.remaining_samples, rate_now, rate_new, state.restart_cost_s, self.payback_factor)
+
+
+#: The default rule (chosen from measurements: validation/goodput_comparison.md).
+DEFAULT_HYSTERESIS = Hysteresis(min_gain=0.0, payback_factor=1.0)
+
+
+def option_filter(state: JobState, rule: Hysteresis = DEFAULT_HYSTERESIS) -> Callable[[int, int], bool] | None:
+    """The options of a running job that ``rule`` allows, as a filter (None for a queued job)."""
+    if not state.is_running:
+        return None
+    return lambda k, b: rule.allows(state, k, b)
