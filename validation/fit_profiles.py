@@ -7,7 +7,7 @@ Usage::
                                                [--folds 5] [--seed 0]
 
 DATA_DIR holds ``profiles/a100/*.csv`` (ElasticFlow artifact) and
-``profiles/t4/<net>/*.csv`` (Pollux artifact); see ``shared/data/README.md``.
+``profiles/t4/<net>/*.csv`` (Pollux artifact); see docs/data.md.
 Writes one ``<set>.json`` of fitted parameters per set into ``--out`` and the
 fit report (markdown) to ``--report``.  The output depends only on the data
 and the arguments (no timestamps), so a re-run on the same data reproduces the

@@ -1,6 +1,6 @@
 """Readers for the public throughput measurements the named profiles are fitted to.
 
-Two data sets (see ``shared/data/README.md``), neither of them copied into the
+Two data sets (see docs/data.md), neither of them copied into the
 project: only the parameters fitted to them are (``profiles/data/*.json``).
 
 - ``a100``: the ElasticFlow artifact (pkusys/ElasticFlow, ASPLOS'23,
