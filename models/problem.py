@@ -8,6 +8,7 @@ rule and the value found.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from elasticopt.errors import ValidationError
@@ -15,8 +16,8 @@ from elasticopt.models.throughput import ThroughputModel
 
 __all__ = ["Cluster", "Running", "Job", "Problem", "OBJECTIVES"]
 
-#: The separable objectives of docs/design.md §2.
-OBJECTIVES: tuple[str, ...] = ("speedup", "throughput", "completion")
+#: The separable objectives of docs/design.md §2 (values: ``elasticopt.models.table.OBJECTIVE_VALUES``).
+OBJECTIVES: tuple[str, ...] = ("speedup", "throughput", "completion", "goodput")
 
 
 def _check_int(path: str, value: object, lo: int) -> None:
@@ -78,6 +79,10 @@ class Job:
         Samples still to process (needed by the ``completion`` objective).
     weight
         Objective weight w_j (> 0).
+    efficiency
+        Statistical efficiency E(b) relative to the job's base batch (a
+        callable, e.g. :class:`elasticopt.profiles.efficiency.StatisticalEfficiency`),
+        used by the ``goodput`` objective; None means E = 1 for every b.
     """
 
     id: str
@@ -90,6 +95,7 @@ class Job:
     running: Running | None = None
     remaining_samples: float | None = None
     weight: float = 1.0
+    efficiency: Callable[[int], float] | None = None
 
     def __post_init__(self) -> None:
         where = f"job {self.id!r}"
@@ -112,6 +118,8 @@ class Job:
         w = float(self.weight)
         if not (math.isfinite(w) and w > 0):
             raise ValidationError(f"{where}.weight", "a finite number > 0", self.weight)
+        if self.efficiency is not None and not callable(self.efficiency):
+            raise ValidationError(f"{where}.efficiency", "a callable E(batch) or None", type(self.efficiency).__name__)
         if self.running is not None and not isinstance(self.running, Running):
             raise ValidationError(f"{where}.running", "a Running(gpus, batch) or None", self.running)
 
@@ -161,7 +169,8 @@ class Problem:
     jobs
         The jobs, queued and running; ids must be unique.
     objective
-        ``"speedup"`` (default), ``"throughput"`` or ``"completion"``.
+        ``"speedup"`` (default), ``"throughput"``, ``"completion"`` or
+        ``"goodput"`` (speedup of T(k, b) * E(b)).
     allow_preemption
         Whether running jobs may be sent back to the queue (idle option).
     rescale_penalty

@@ -7,7 +7,7 @@ of job j, or idle (worth 0, using 0 GPUs) where ``idle_allowed[j]``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,9 @@ from elasticopt.errors import ValidationError
 from elasticopt.models.problem import Job, Problem
 from elasticopt.models.throughput import MeasuredThroughput
 
-__all__ = ["OptionTable", "compile_problem", "job_values", "pick_scale", "DEFAULT_SCALE", "MAX_TOTAL"]
+__all__ = [
+    "OptionTable", "compile_problem", "job_values", "pick_scale", "DEFAULT_SCALE", "MAX_TOTAL", "OBJECTIVE_VALUES",
+]
 
 #: Integer units per unit of objective value (S = 2**20 by default).
 DEFAULT_SCALE = 1 << 20
@@ -140,8 +142,25 @@ class OptionTable:
         return u, v
 
 
-def _best_rate(opts: list[tuple[int, int, float]]) -> float:
-    return max(t / k for k, _, t in opts)
+def _speedup(w: float, rates: list[float], ks: list[int]) -> list[float]:
+    """w * rate / R with R the best per-GPU rate of the job's options."""
+    r = max(t / k for t, k in zip(rates, ks))
+    return [(w * t) / r for t in rates]
+
+
+def _efficiency(job: Job, batch: int) -> float:
+    return 1.0 if job.efficiency is None else float(job.efficiency(batch))
+
+
+#: Per objective: the values of a job's options from (weight w, job, its options (k, b, T)).
+OBJECTIVE_VALUES: dict[str, Callable[[float, Job, list[tuple[int, int, float]]], list[float]]] = {
+    "speedup": lambda w, job, opts: _speedup(w, [t for _, _, t in opts], [k for k, _, _ in opts]),
+    "throughput": lambda w, job, opts: [w * t for _, _, t in opts],
+    "completion": lambda w, job, opts: [(w * t) / float(job.remaining_samples) for _, _, t in opts],  # type: ignore[arg-type]
+    "goodput": lambda w, job, opts: _speedup(
+        w, [t * _efficiency(job, b) for _, b, t in opts], [k for k, _, _ in opts]
+    ),
+}
 
 
 def job_values(problem: Problem, job: Job, opts: list[tuple[int, int, float]]) -> list[float]:
@@ -159,14 +178,7 @@ def job_values(problem: Problem, job: Job, opts: list[tuple[int, int, float]]) -
     if not opts:
         return []
     w = float(job.weight)
-    if problem.objective == "speedup":
-        r = _best_rate(opts)
-        vals = [(w * t) / r for _, _, t in opts]
-    elif problem.objective == "throughput":
-        vals = [w * t for _, _, t in opts]
-    else:  # completion
-        rem = float(job.remaining_samples)  # type: ignore[arg-type]
-        vals = [(w * t) / rem for _, _, t in opts]
+    vals = OBJECTIVE_VALUES[problem.objective](w, job, opts)
     lam = float(problem.rescale_penalty)
     if lam and job.running is not None:
         cur = (job.running.gpus, job.running.batch)

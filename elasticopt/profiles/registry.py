@@ -35,8 +35,8 @@ def _load() -> tuple[dict[str, ParametricProfile], dict[str, dict]]:
     sets: dict[str, dict] = {}
     folder = resources.files("elasticopt.profiles") / "data"
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".json"):
-            continue
+        if not entry.name.endswith(".json") or entry.name.startswith("efficiency_"):
+            continue  # efficiency_*.json: statistical efficiency (elasticopt.profiles.efficiency)
         doc = json.loads(entry.read_text(encoding="utf-8"))
         if doc.get("format") != PROFILE_FORMAT:
             raise ValidationError(f"profiles/data/{entry.name}.format", repr(PROFILE_FORMAT),

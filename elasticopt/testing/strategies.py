@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from elasticopt.models.problem import OBJECTIVES, Cluster, Job, Problem, Running
 from elasticopt.models.throughput import MeasuredThroughput
+from elasticopt.profiles.efficiency import StatisticalEfficiency
 
 __all__ = ["jobs", "problems", "tiny_problems", "feasible_problems"]
 
@@ -56,9 +57,11 @@ def jobs(draw, job_id: str, max_gpus: int = 8, max_options: int = 5, ties: bool 
         running = Running(k, b)
     remaining = draw(st.floats(1.0, 1e7, allow_nan=False))
     weight = draw(st.sampled_from([1.0, 1.0, 2.0, 0.5]))
+    phi = draw(st.sampled_from([None, 0.0, 3.0, 50.0, float("inf")]))  # statistical efficiency (goodput)
+    eff = None if phi is None else StatisticalEfficiency(bmin, phi)
     return Job(
         job_id, tp, bmin, bmax, max_local, gpus_min=gmin, gpus_max=gmax,
-        running=running, remaining_samples=remaining, weight=weight,
+        running=running, remaining_samples=remaining, weight=weight, efficiency=eff,
     )
 
 
