@@ -19,6 +19,7 @@ from elasticopt.models.throughput import MeasuredThroughput
 
 __all__ = [
     "OptionTable", "compile_problem", "job_values", "pick_scale", "DEFAULT_SCALE", "MAX_TOTAL", "OBJECTIVE_VALUES",
+    "tie_bonus",
 ]
 
 #: Integer units per unit of objective value (S = 2**20 by default).
@@ -186,12 +187,12 @@ def job_values(problem: Problem, job: Job, opts: list[tuple[int, int, float]]) -
     return vals
 
 
-def _tie_bonus(problem: Problem) -> tuple[int, dict[str, int]]:
-    """B and per-job bonus for the priority order (earlier id = bigger bonus)."""
-    if not problem.priority:
+def tie_bonus(priority: tuple[str, ...] | None) -> tuple[int, dict[str, int]]:
+    """B and per-job bonus for a priority order (earlier id = bigger bonus); ``(1, {})`` without one."""
+    if not priority:
         return 1, {}
-    p = len(problem.priority)
-    bonus = {jid: p - r for r, jid in enumerate(problem.priority)}
+    p = len(priority)
+    bonus = {jid: p - r for r, jid in enumerate(priority)}
     total = p * (p + 1) // 2
     return 1 << max(1, total.bit_length()), bonus
 
@@ -295,7 +296,7 @@ def compile_problem(problem: Problem) -> OptionTable:
             for o, (k, b, _) in enumerate(opts):
                 if (k, b) == (job.running.gpus, job.running.batch):
                     current[j] = o
-    tie_scale, bonus = _tie_bonus(problem)
+    tie_scale, bonus = tie_bonus(problem.priority)
     total = float(np.abs(np.where(valid, value, 0.0)).max(axis=1).sum()) if K else 0.0
     try:
         scale = pick_scale(total, n, tie_scale)

@@ -30,7 +30,7 @@ from elasticopt.scheduling.executor import Executor, JobSpec, Phase
 from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis
 from elasticopt.scheduling.policies.base import Policy
 from elasticopt.scheduling.records import JobRecord, TimelinePoint
-from elasticopt.scheduling.state import Allocation, JobState, Snapshot, cached, option_error
+from elasticopt.scheduling.state import PROGRESS_UNITS, Allocation, JobState, Snapshot, cached, option_error
 from elasticopt.scheduling.tracking import JobHistory, JobTrack
 
 __all__ = ["Autoscaler", "Decision", "JobHistory", "check_allocation"]
@@ -103,6 +103,11 @@ class Autoscaler:
     hysteresis
         The anti-thrashing rule (default
         :data:`~elasticopt.scheduling.hysteresis.DEFAULT_HYSTERESIS`).
+    progress
+        ``"samples"`` (default) or ``"goodput"``: the unit of the executor's
+        ``samples_done`` and of the jobs' ``total_samples`` (effective
+        samples, :class:`~elasticopt.scheduling.state.JobState`); snapshots
+        carry it so rates and the rule use the same unit.
     on_decision
         Optional callback after every decision.
     """
@@ -117,10 +122,14 @@ class Autoscaler:
         payback: bool = True,
         payback_margin: float | None = None,
         hysteresis: Hysteresis | None = None,
+        progress: str = "samples",
         on_decision: Callable[[Decision], None] | None = None,
     ):
         if restart_cost_s < 0:
             raise ValidationError("restart_cost_s", "a number >= 0", restart_cost_s)
+        if progress not in PROGRESS_UNITS:
+            raise ValidationError("progress", " or ".join(map(repr, PROGRESS_UNITS)), progress)
+        self.progress = progress
         self.executor = executor
         self.cluster = cluster
         self.policy = policy
@@ -219,6 +228,7 @@ class Autoscaler:
                         samples_done=float(p.samples_done),
                         since_rescale_s=None if tr.last_change_s is None else now - tr.last_change_s,
                         restart_cost_s=float(tr.spec.restart_cost_s or 0.0),
+                        progress=self.progress,
                     )
                 )
             return Snapshot(time_s=now, cluster=self.cluster, jobs=tuple(states))

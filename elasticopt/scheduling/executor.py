@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -49,6 +49,10 @@ class JobSpec:
         autoscaler's default.
     payload
         Executor-specific data (the launcher's script path and arguments).
+    efficiency
+        Statistical efficiency E(b) (callable); None = the one fitted to the
+        named profile (:func:`elasticopt.profiles.efficiency.get_efficiency`),
+        if any, else E = 1.  Read it through :attr:`statistical_efficiency`.
     """
 
     id: str
@@ -65,6 +69,16 @@ class JobSpec:
     weight: float = 1.0
     restart_cost_s: float | None = None
     payload: Mapping[str, Any] = field(default_factory=dict)
+    efficiency: Callable[[int], float] | None = None
+
+    @property
+    def statistical_efficiency(self) -> Callable[[int], float] | None:
+        """E(b) of this job: its own, else its named profile's fitted one, else None (E = 1)."""
+        if self.efficiency is not None:
+            return self.efficiency
+        from elasticopt.profiles.efficiency import get_efficiency  # data file read once, on first use
+
+        return get_efficiency(getattr(self.throughput, "name", ""))
 
     @property
     def batch_submitted(self) -> int:

@@ -1,7 +1,11 @@
 """The simulated executor: a virtual clock and jobs progressing at their profile's rate.
 
 A job on (k, b) processes ``T(k, b)`` samples per second, where ``T`` is the
-job's *true* throughput model: by default the one the scheduler believes
+job's *true* throughput model.  With ``progress="goodput"`` its progress is
+counted in effective samples, ``T(k, b) * E(b)`` per second (E its
+statistical efficiency, ``JobSpec.statistical_efficiency``), so the job is done
+after ``total_samples`` *effective* samples and a huge batch pays for its
+lower efficiency.  The model is by default the one the scheduler believes
 (``JobSpec.throughput``), optionally another one (model error, noise).  Every
 start and rescale costs ``JobSpec.restart_cost_s`` seconds without progress
 (phase RESTARTING) while the job holds its new GPUs.  Progress is computed
@@ -44,7 +48,11 @@ class ScaledThroughput:
 
 @dataclass(frozen=True)
 class Segment:
-    """A stretch of time a job held (gpus, batch); progress starts at ``run_from_s``."""
+    """A stretch of time a job held (gpus, batch); progress starts at ``run_from_s``.
+
+    ``samples_per_s`` and ``samples`` are in the executor's progress unit
+    (effective samples under goodput accounting).
+    """
 
     job_id: str
     start_s: float
@@ -83,13 +91,19 @@ class SimulatedExecutor(Executor):
     record_segments
         Keep every (gpus, batch) stretch of every job (:meth:`segments`), for
         checks and plots.
+    progress
+        ``"samples"`` (default) or ``"goodput"`` (module docstring).
     """
 
     def __init__(
         self,
         true_throughput: Callable[[JobSpec], object] | None = None,
         record_segments: bool = True,
+        progress: str = "samples",
     ):
+        if progress not in ("samples", "goodput"):
+            raise ValidationError("progress", "'samples' or 'goodput'", progress)
+        self.progress_unit = progress
         self._now = 0.0
         self._jobs: dict[str, _SimJob] = {}
         self._changed: set[str] = set()
@@ -226,6 +240,10 @@ class SimulatedExecutor(Executor):
                 f"job {sj.spec.id!r}", "an option its true throughput model knows", (gpus, batch)
             )
         self._close(sj)
+        measured = float(rate)
+        if self.progress_unit == "goodput":
+            eff = sj.spec.statistical_efficiency
+            rate = rate if eff is None else rate * float(eff(batch))
         sj.gpus, sj.batch, sj.rate = gpus, batch, float(rate)
         sj.resume_s = self._now + float(sj.spec.restart_cost_s or 0.0)
         sj.since_s = self._now
@@ -233,4 +251,4 @@ class SimulatedExecutor(Executor):
         sj.generation += 1
         self._changed.add(sj.spec.id)
         if self.listener is not None:
-            self.listener.on_throughput(sj.spec.id, gpus, batch, float(rate))
+            self.listener.on_throughput(sj.spec.id, gpus, batch, measured)

@@ -24,10 +24,12 @@ from elasticopt.errors import ValidationError
 from elasticopt.models import Cluster
 from elasticopt.scheduling.autoscaler import Autoscaler, Decision
 from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.hysteresis import Hysteresis
 from elasticopt.scheduling.metrics import Metrics, compute_metrics
 from elasticopt.scheduling.policies.base import Policy, get_policy
 from elasticopt.scheduling.records import JobRecord, TimelinePoint
 from elasticopt.scheduling.simulated import ScaledThroughput, Segment, SimulatedExecutor
+from elasticopt.scheduling.state import PROGRESS_UNITS
 
 __all__ = ["SimulationConfig", "SimulationResult", "simulate"]
 
@@ -56,7 +58,15 @@ class SimulationConfig:
         Standard deviation of the log of the per-job factor between the true
         rate and the believed one (0 = the belief is exact).
     payback
-        The autoscaler's anti-thrashing veto.
+        The autoscaler's anti-thrashing veto (and the policy's option filter).
+    hysteresis
+        The anti-thrashing rule (None: :data:`~elasticopt.scheduling.hysteresis.DEFAULT_HYSTERESIS`);
+        given to the autoscaler and to policies that accept it.
+    progress
+        ``"samples"``: a job is done after ``total_samples`` samples (the seed
+        paper's assumption: any batch in range is as good); ``"goodput"``:
+        after ``total_samples`` *effective* samples, each sample at batch b
+        worth E(b) (statistical efficiency).
     """
 
     gpus: int
@@ -67,8 +77,12 @@ class SimulationConfig:
     seed: int = 0
     throughput_noise: float = 0.0
     payback: bool = True
+    hysteresis: Hysteresis | None = None
+    progress: str = "samples"
 
     def __post_init__(self) -> None:
+        if self.progress not in PROGRESS_UNITS:
+            raise ValidationError("progress", " or ".join(map(repr, PROGRESS_UNITS)), self.progress)
         if self.horizon_s is not None and not self.horizon_s > 0:
             raise ValidationError("horizon_s", "a number > 0 or None", self.horizon_s)
         if self.tick_s is not None and not self.tick_s > 0:
@@ -128,7 +142,8 @@ def simulate(
     """
     wall0 = time.perf_counter()
     if isinstance(policy, str):
-        policy = get_policy(policy, **(policy_options or {}))
+        opts = {"payback": config.payback, **({"hysteresis": config.hysteresis} if config.hysteresis else {})}
+        policy = get_policy(policy, **{**opts, **(policy_options or {})})
     ids = [j.id for j in workload]
     if len(set(ids)) != len(ids):
         raise ValidationError("workload", "unique job ids", next(i for i in ids if ids.count(i) > 1))
@@ -136,9 +151,12 @@ def simulate(
         rng = np.random.default_rng(config.seed)
         factors = dict(zip(ids, np.exp(rng.normal(0.0, config.throughput_noise, len(ids))).tolist()))
         true_throughput = lambda spec: ScaledThroughput(spec.throughput, factors[spec.id])  # noqa: E731
-    executor = SimulatedExecutor(true_throughput=true_throughput, record_segments=True)
+    executor = SimulatedExecutor(true_throughput=true_throughput, record_segments=True, progress=config.progress)
     cluster = Cluster(config.gpus, config.gpus_per_node)
-    scaler = Autoscaler(executor, cluster, policy, restart_cost_s=config.restart_cost_s, payback=config.payback)
+    scaler = Autoscaler(
+        executor, cluster, policy, restart_cost_s=config.restart_cost_s, payback=config.payback,
+        hysteresis=config.hysteresis, progress=config.progress,
+    )  # fmt: skip
     if on_decision is not None:
         scaler.on_decision = lambda d: on_decision(d, scaler)
 

@@ -20,6 +20,7 @@ from elasticopt.scheduling.executor import JobSpec, Phase
 
 __all__ = [
     "JobState",
+    "PROGRESS_UNITS",
     "Snapshot",
     "Allocation",
     "option_error",
@@ -30,6 +31,8 @@ __all__ = [
 ]
 
 Option = tuple[int, int]
+#: How a job's work is counted: samples processed, or effective samples (samples x E(b)).
+PROGRESS_UNITS = ("samples", "goodput")
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,11 @@ class JobState:
         Seconds since the last start or rescale; None if never started.
     restart_cost_s
         The restart cost the autoscaler charges this job at a start or rescale.
+    progress
+        How the job's work is counted: ``"samples"`` (samples processed) or
+        ``"goodput"`` (effective samples: samples times the statistical
+        efficiency E(b) of their batch); ``samples_done`` and the job's
+        ``total_samples`` are in that unit.
     """
 
     spec: JobSpec
@@ -59,6 +67,7 @@ class JobState:
     samples_done: float
     since_rescale_s: float | None
     restart_cost_s: float
+    progress: str = "samples"
 
     @property
     def id(self) -> str:
@@ -88,8 +97,12 @@ class JobState:
         return self.spec.throughput.samples_per_s(self.gpus, self.batch)
 
     def progress_per_s(self, gpus: int, batch: int) -> float | None:
-        """Believed progress rate on (gpus, batch): samples/s (None where the model does not know it)."""
-        return self.spec.throughput.samples_per_s(gpus, batch)
+        """Believed progress rate on (gpus, batch) in :attr:`progress` units per second (None if unknown)."""
+        t = self.spec.throughput.samples_per_s(gpus, batch)
+        if t is None or self.progress != "goodput":
+            return t
+        eff = self.spec.statistical_efficiency
+        return t if eff is None else t * float(eff(batch))
 
 
 @dataclass(frozen=True)
@@ -286,4 +299,5 @@ def to_model_job(state: JobState, allowed: Callable[[int, int], bool] | None = N
         running=Running(state.gpus, state.batch) if state.is_running else None,
         remaining_samples=remaining if remaining > 0 else None,
         weight=spec.weight,
+        efficiency=spec.statistical_efficiency,
     )

@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 from elasticopt.errors import SolverError
 from elasticopt.models import Problem
-from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, option_filter
+from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis, option_filter
+from elasticopt.scheduling.optioncache import VECTOR_OBJECTIVES, OptionCache
 from elasticopt.scheduling.policies.base import priority_order, register_policy
 from elasticopt.scheduling.state import Allocation, JobState, Snapshot, to_model_job
 from elasticopt.solvers import Status, solve
@@ -45,8 +46,17 @@ class ElasticPolicy:
         (objective units: effective GPUs for ``speedup``); a small value
         keeps the current allocation among ties.
     payback
-        Drop the options of running jobs that would not pay back their
-        restart cost (:func:`payback_filter`).
+        Drop the options of running jobs that the anti-thrashing rule does
+        not allow (``hysteresis``).
+    hysteresis
+        The rule (default
+        :data:`~elasticopt.scheduling.hysteresis.DEFAULT_HYSTERESIS`); pass
+        the autoscaler's, so the solver does not plan changes it would veto.
+    incremental
+        Assemble the option table from per-job cached options
+        (:class:`~elasticopt.scheduling.optioncache.OptionCache`; the same
+        table as compiling the problem, faster at every event).  Used only
+        where ``option_filter`` is this class's or the fixed-batch one.
     allow_preemption
         Whether running jobs may be sent back to the queue.
     time_limit_s
@@ -68,6 +78,8 @@ class ElasticPolicy:
         allow_preemption: bool = False,
         time_limit_s: float | None = None,
         solver_options: dict | None = None,
+        hysteresis: Hysteresis | None = None,
+        incremental: bool = True,
     ):
         self.solver = solver
         self.objective = objective
@@ -77,10 +89,35 @@ class ElasticPolicy:
         self.allow_preemption = allow_preemption
         self.time_limit_s = time_limit_s
         self.solver_options = dict(solver_options or {})
+        self.hysteresis = DEFAULT_HYSTERESIS if hysteresis is None else hysteresis
+        self.incremental = incremental
+        self._cache = OptionCache()
+
+    #: Whether every job keeps its submitted batch (the fixed-batch baseline).
+    fixed_batch = False
 
     def option_filter(self, state: JobState) -> Callable[[int, int], bool] | None:
         """Restriction on a job's options (None = all); subclasses extend it."""
-        return payback_filter(state) if self.payback else None
+        return option_filter(state, self.hysteresis) if self.payback else None
+
+    option_filter.standard = True  # type: ignore[attr-defined]
+
+    def _uses_cache(self) -> bool:
+        f = type(self).option_filter
+        return self.incremental and getattr(f, "standard", False) and self.objective in VECTOR_OBJECTIVES
+
+    def build_table(self, snapshot: Snapshot):
+        """The option table of the snapshot's problem, from the per-job cache (see ``incremental``)."""
+        return self._cache.table(
+            snapshot.jobs,
+            snapshot.cluster.gpus,
+            objective=self.objective,
+            hysteresis=self.hysteresis if self.payback else None,
+            fixed_batch=self.fixed_batch,
+            rescale_penalty=self.rescale_penalty,
+            priority=priority_order(snapshot, self.priority),
+            allow_preemption=self.allow_preemption,
+        )
 
     def build_problem(self, snapshot: Snapshot) -> Problem:
         """The allocation problem of a snapshot."""
@@ -99,7 +136,7 @@ class ElasticPolicy:
         if not snapshot.jobs:
             return Allocation({}, info={"solver": self.solver})
         t0 = time.perf_counter()
-        problem = self.build_problem(snapshot)
+        problem = self.build_table(snapshot) if self._uses_cache() else self.build_problem(snapshot)
         build_s = time.perf_counter() - t0
         sol = solve(problem, self.solver, time_limit_s=self.time_limit_s, **self.solver_options)
         if sol.status not in (Status.OPTIMAL, Status.FEASIBLE) and not (
@@ -118,5 +155,6 @@ class ElasticPolicy:
                 "status": sol.status.name,
                 "objective_value": sol.objective_value,
                 "problem_build_s": build_s,
+                "reduce_s": float(sol.stats.get("compile_s", 0.0)),
             },
         )

@@ -22,6 +22,7 @@ class FixedBatchPolicy(ElasticPolicy):
     """
 
     name = "fixed-batch"
+    fixed_batch = True
 
     def option_filter(self, state: JobState) -> Callable[[int, int], bool] | None:
         b_fixed = state.spec.batch_submitted
@@ -29,3 +30,5 @@ class FixedBatchPolicy(ElasticPolicy):
         if inner is None:
             return lambda k, b: b == b_fixed
         return lambda k, b: b == b_fixed and inner(k, b)
+
+    option_filter.standard = True  # type: ignore[attr-defined]

@@ -1,0 +1,79 @@
+"""Incremental compile (OptionCache) builds exactly the table compile_problem builds; hysteresis."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from elasticopt.models import compile_problem
+from elasticopt.scheduling import SimulationConfig, simulate
+from elasticopt.scheduling.generator import generate_workload
+from elasticopt.scheduling.hysteresis import Hysteresis
+from elasticopt.scheduling.policies.elastic import ElasticPolicy
+from elasticopt.scheduling.policies.fixed_batch import FixedBatchPolicy
+
+TABLE_FIELDS = ("gpus", "batch", "utility", "value", "samples_per_s", "valid", "idle_allowed", "current_option")
+
+
+def assert_same_table(fast, slow):
+    assert fast.job_ids == slow.job_ids
+    assert (fast.capacity, fast.scale, fast.tie_scale) == (slow.capacity, slow.scale, slow.tie_scale)
+    assert fast.running_ids == slow.running_ids
+    for name in TABLE_FIELDS:
+        a, b = getattr(fast, name), getattr(slow, name)
+        assert a.shape == b.shape, name
+        assert np.array_equal(a, b), name
+
+
+def checking(cls):
+    class Checked(cls):
+        checked = 0
+
+        def allocate(self, snapshot):
+            if snapshot.jobs:
+                assert_same_table(self.build_table(snapshot), compile_problem(self.build_problem(snapshot)))
+                type(self).checked += 1
+            return super().allocate(snapshot)
+
+    Checked.option_filter = cls.option_filter
+    return Checked
+
+
+@pytest.mark.parametrize(
+    "cls, objective, progress, preempt, rule",
+    [
+        (ElasticPolicy, "speedup", "samples", False, Hysteresis()),
+        (ElasticPolicy, "goodput", "goodput", False, Hysteresis(min_gain=0.1, payback_factor=2.0)),
+        (ElasticPolicy, "throughput", "samples", True, Hysteresis(min_gain=0.3)),
+        (ElasticPolicy, "completion", "goodput", False, Hysteresis()),
+        (FixedBatchPolicy, "speedup", "goodput", False, Hysteresis(min_gain=0.2)),
+    ],
+)
+def test_incremental_table_equals_compiled_table_at_every_decision(cls, objective, progress, preempt, rule):
+    jobs = generate_workload(60, 32, 1.5, seed=3)
+    pol = checking(cls)(objective=objective, allow_preemption=preempt, hysteresis=rule, priority="srpt")
+    assert pol._uses_cache()
+    cfg = SimulationConfig(gpus=32, gpus_per_node=4, progress=progress, hysteresis=rule, tick_s=3600.0)
+    res = simulate(jobs, pol, cfg)
+    assert res.metrics.completed == 60
+    assert type(pol).checked >= 60
+
+
+def test_incremental_and_compiled_paths_give_the_same_run():
+    jobs = generate_workload(50, 16, 2.0, seed=5)
+    cfg = SimulationConfig(gpus=16, gpus_per_node=4)
+    a = simulate(jobs, ElasticPolicy(incremental=True), cfg)
+    b = simulate(jobs, ElasticPolicy(incremental=False), cfg)
+    assert [(r.job_id, r.completion_s, r.rescales) for r in a.records] == [
+        (r.job_id, r.completion_s, r.rescales) for r in b.records
+    ]
+
+
+def test_overridden_filter_falls_back_to_compiling():
+    class Mine(ElasticPolicy):
+        def option_filter(self, state):
+            return lambda k, b: k <= 2
+
+    assert not Mine()._uses_cache()
+    res = simulate(generate_workload(20, 16, 1.0, seed=1), Mine(), SimulationConfig(gpus=16))
+    assert all(r.final_gpus <= 2 for r in res.records)
