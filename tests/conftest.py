@@ -1,10 +1,16 @@
 """Hypothesis profiles: "ci" (default, minutes at most) and "thorough".
 
-Select with ELASTICOPT_HYPOTHESIS_PROFILE=thorough.
+Select with ELASTICOPT_HYPOTHESIS_PROFILE=thorough.  Also the ``http_server`` fixture
+(a running ``elasticopt serve --http``) shared by tests/service and tests/integrations.
 """
 
 import os
+import subprocess
+import sys
+import tempfile
+from typing import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -21,3 +27,32 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("ELASTICOPT_HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="module")
+def http_server() -> Iterator[str]:
+    """``elasticopt serve --http --port 0`` in a subprocess; yields its base URL."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    log = tempfile.TemporaryFile()  # the server's stderr: never a pipe nobody reads
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "elasticopt", "serve", "--http", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        env=env,
+    )
+    try:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        if not line.startswith("listening on "):
+            proc.kill()
+            log.seek(0)
+            raise RuntimeError(f"server did not start: {line!r} {log.read()[-2000:]!r}")
+        yield line.split()[-1]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

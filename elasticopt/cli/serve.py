@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from elasticopt.errors import ElasticoptError
@@ -29,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--http", action="store_true", help="HTTP: POST /v1/solve, GET /v1/info (needs elasticopt[service])")
     p.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="HTTP: port (default 8765; 0 picks a free one)")
-    p.add_argument("--solver", default="dp", help="backend of requests that name none (default dp)")
+    p.add_argument("--solver", default="dp", help="backend of requests that name none: NAME or NAME:key=value,... "
+                   "(default dp)")
     p.add_argument("--time-limit-s", type=float, default=None, help="time limit of requests that give none")
     p.add_argument("--no-warm-up", action="store_true", help="skip the warm-up solve (the first request then "
                    "pays the jax DP's compilation)")
@@ -40,7 +40,6 @@ def run(args: argparse.Namespace) -> int:
     """Run the service until its input ends (stdio) or it is interrupted (HTTP)."""
     from elasticopt.service import AllocationService, serve_stdio
 
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="elasticopt serve: %(message)s")
     service = AllocationService(default_solver=args.solver, default_time_limit_s=args.time_limit_s)
     if not args.no_warm_up:
         service.warm_up()

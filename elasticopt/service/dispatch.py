@@ -18,7 +18,13 @@ import time
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from elasticopt.errors import ElasticoptError, SolverError, SolverUnavailableError, UnknownSolverError
+from elasticopt.errors import (
+    ElasticoptError,
+    SolverError,
+    SolverOptionError,
+    SolverUnavailableError,
+    UnknownSolverError,
+)
 from elasticopt.models.table import job_values
 from elasticopt.service.placement import check_placement, place
 from elasticopt.service.protocol import (
@@ -63,7 +69,7 @@ class AllocationService:
     Parameters
     ----------
     default_solver
-        Backend used when a request names none.
+        Backend used when a request names none (``NAME`` or ``NAME:key=value,...``).
     default_time_limit_s
         Time limit used when a request gives none (None: no limit).
     solve
@@ -76,7 +82,8 @@ class AllocationService:
         default_time_limit_s: float | None = None,
         solve: Callable[..., Solution] = solve,
     ):
-        self.default_solver = default_solver
+        self.default_solver = SolverSpec.from_request(default_solver)
+        get_backend(self.default_solver.name)  # an unknown or missing default fails at start, not per request
         self.default_time_limit_s = default_time_limit_s
         self._solve = solve
         self._lock = threading.Lock()
@@ -131,7 +138,7 @@ class AllocationService:
         resp = self.handle(
             {
                 "format": REQUEST_FORMAT,
-                "solver": solver or self.default_solver,
+                "solver": solver or {"name": self.default_solver.name, "options": self.default_solver.options},
                 "cluster": {"gpus": 8, "gpus_per_node": 8},
                 "jobs": [{"id": "warm-up", "throughput": [[1, 32, 100.0], [2, 64, 190.0]]}],
             }
@@ -147,6 +154,9 @@ class AllocationService:
             get_backend(spec.name)
             with self._lock:
                 sol = self._solve(tr.problem, spec.name, time_limit_s=time_limit_s, reduce=reduce, **spec.options)
+        except SolverOptionError as exc:
+            path = f"solver.options.{exc.option}"
+            raise ServiceError("invalid_request", str(exc), path, exc.expected, exc.found) from None
         except ElasticoptError as exc:
             code = next((c for cls, c in _SOLVE_ERRORS if isinstance(exc, cls)), "solver_error")
             raise ServiceError(code, str(exc), "solver", "a usable solver and options", spec.name) from None
@@ -158,7 +168,7 @@ class AllocationService:
     def _solve_request(self, doc: dict[str, Any], request_id: Any, t0: float, t_parse: float, t_valid: float) -> dict[str, Any]:
         tr = translate(doc)
         t_tr = time.perf_counter()
-        spec = SolverSpec.from_request(doc.get("solver", self.default_solver))
+        spec = SolverSpec.from_request(doc["solver"]) if "solver" in doc else self.default_solver
         limit = doc.get("time_limit_s", self.default_time_limit_s)
         sol = self._run_solver(tr, spec, limit, doc.get("reduce", True))
         t_solve = time.perf_counter()

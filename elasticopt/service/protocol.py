@@ -18,7 +18,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Callable
 
-from elasticopt.errors import ElasticoptError
+from elasticopt.errors import ElasticoptError, ValidationError
 
 __all__ = [
     "REQUEST_FORMAT",
@@ -224,9 +224,14 @@ class SolverSpec:
 
     @classmethod
     def from_request(cls, value: Any) -> "SolverSpec":
-        """From the request's ``solver`` field (a name or ``{"name", "options"}``); default ``dp``."""
-        if value is None:
-            return cls("dp", {})
+        """From a request's ``solver`` field: ``NAME``, ``NAME:key=value,...`` or ``{"name", "options"}``."""
+        from elasticopt.solvers.options import parse_solver_arg
+
         if isinstance(value, str):
-            return cls(value, {})
+            try:
+                name, options = parse_solver_arg(value)
+            except ValidationError as exc:
+                raise ServiceError("invalid_request", f"solver: expected {exc.expected}", "solver", exc.expected,
+                                   exc.found) from None
+            return cls(name, options)
         return cls(value["name"], dict(value.get("options", {})))

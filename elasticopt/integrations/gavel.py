@@ -1,0 +1,217 @@
+"""GavelPolicy: elasticopt as a Gavel allocation policy (``get_allocation``).
+
+Drop-in
+-------
+Copy this one file into Gavel's ``scheduler/policies/`` (it needs only the
+standard library of Python >= 3.8), start ``elasticopt serve`` where
+elasticopt is installed, and construct the policy where Gavel builds its
+policies (``utils.get_policy``)::
+
+    from policies.elasticopt_gavel import GavelPolicy    # this file
+    policy = GavelPolicy(command=["/opt/eo/bin/elasticopt", "serve", "--stdio"])
+    # or GavelPolicy(url="http://127.0.0.1:8765"), or ELASTICOPT_COMMAND / ELASTICOPT_URL
+    allocation = policy.get_allocation(throughputs, scale_factors, cluster_spec)
+
+``throughputs[job_id][worker_type]`` is the job's throughput on one share of
+that worker type, ``scale_factors[job_id]`` the GPUs it needs,
+``cluster_spec[worker_type]`` the number of GPUs of that type.  The answer is
+``{job_id: {worker_type: share}}`` as Gavel's other policies return.
+
+Objective
+---------
+Maximise the sum over jobs of normalised throughput, ``throughput[j][t] /
+max_t throughput[j][t]`` (each job is worth at most 1, so a job is not
+favoured for being fast in absolute terms), every job on at most one worker
+type with exactly its scale factor of GPUs, within each type's GPUs — solved
+exactly by elasticopt.  Ties go to the jobs in the order Gavel lists them.
+
+What it cannot express
+----------------------
+- time sharing: shares are 0 or 1 per round (Gavel's LP policies return
+  fractions that its round-based mechanism realises over time); rerun it every
+  round and Gavel's mechanism still works, without fractional fairness;
+- space-sharing pairs (job id pairs with a list of two throughputs) get 0;
+- more than one worker type needs the general model (the service answers
+  ``unsupported`` until then).
+"""
+
+from __future__ import division
+
+import json
+import math
+import os
+import shlex
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+
+__all__ = ["GavelPolicy", "ElasticoptClient", "ElasticoptError"]
+
+
+
+class GavelPolicy(object):
+    """Gavel's policy interface, answered by ``elasticopt serve``.
+
+    Parameters
+    ----------
+    solver
+        elasticopt backend (``dp`` is exact and fast).
+    time_limit_s
+        Per-call solver time limit (None: none).
+    url, command, client
+        Where the service is: see :class:`ElasticoptClient` (or pass one).
+    """
+
+    name = "elasticopt"
+
+    def __init__(self, solver="dp", time_limit_s=None, url=None, command=None, client=None):
+        self.solver = solver
+        self.time_limit_s = time_limit_s
+        self.client = client or ElasticoptClient(url=url, command=command)
+        self.last_response = None
+
+    def build_request(self, throughputs, scale_factors, cluster_spec):
+        """The elasticopt request of one ``get_allocation`` call and the job id of every request id."""
+        types = [t for t in cluster_spec if int(cluster_spec[t]) > 0]
+        jobs, ids = [], {}
+        for job_id in throughputs:
+            row = throughputs[job_id]
+            if any(isinstance(row.get(t), (list, tuple)) for t in row):
+                continue  # a space-sharing pair
+            k = int(scale_factors[job_id])
+            rates = dict((t, float(row.get(t, 0.0))) for t in types)
+            best = max([r for r in rates.values() if r > 0 and math.isfinite(r)] or [0.0])
+            options = [{"gpus": k, "pool": t, "value": r / best} for t, r in rates.items()
+                       if best > 0 and r > 0 and math.isfinite(r) and k <= int(cluster_spec[t])]
+            rid = str(job_id)
+            if rid in ids:
+                raise ElasticoptError("job ids must stay distinct as strings: %r" % (rid,))
+            ids[rid] = job_id
+            job = {"id": rid, "options": options or [{"gpus": max(k, 1), "value": 0.0}]}
+            if not options:
+                job["pools"] = []
+            jobs.append(job)
+        doc = {
+            "format": "elasticopt-request/1",
+            "cluster": {"pools": dict((t, {"nodes": 1, "gpus_per_node": int(cluster_spec[t])}) for t in types)}
+            if types else {"gpus": 0},
+            "objective": "values",
+            "solver": self.solver,
+            "priority": [j["id"] for j in jobs],
+            "jobs": jobs,
+        }
+        if self.time_limit_s is not None:
+            doc["time_limit_s"] = self.time_limit_s
+        return doc, ids
+
+    def get_allocation(self, unflattened_throughputs, scale_factors, cluster_spec):
+        """``{job_id: {worker_type: share}}`` with shares 0.0 or 1.0 (see the module docstring)."""
+        out = dict((job_id, dict((t, 0.0) for t in cluster_spec)) for job_id in unflattened_throughputs)
+        doc, ids = self.build_request(unflattened_throughputs, scale_factors, cluster_spec)
+        if not doc["jobs"]:
+            return out
+        resp = self.client.request(doc)
+        self.last_response = resp
+        for rid, a in resp["allocation"].items():
+            if a:
+                out[ids[rid]][a["pool"]] = 1.0
+        return out
+
+
+# ---- elasticopt client: identical in every drop-in file (a test checks it) ----------------------------------
+
+
+class ElasticoptError(Exception):
+    """The service answered with an error, or could not be reached."""
+
+
+class ElasticoptClient(object):
+    """Sends allocation requests to ``elasticopt serve`` and returns its responses.
+
+    Parameters
+    ----------
+    url
+        Base URL of ``elasticopt serve --http`` (e.g. ``http://127.0.0.1:8765``);
+        default: the ``ELASTICOPT_URL`` environment variable.
+    command
+        Without a URL, the command that starts ``elasticopt serve --stdio`` as a
+        subprocess (started on the first request, kept for the next ones);
+        default: ``ELASTICOPT_COMMAND`` (split like a shell would), else
+        ``elasticopt serve --stdio``.
+    timeout_s
+        Seconds to wait for one HTTP answer.
+    """
+
+    def __init__(self, url=None, command=None, timeout_s=600.0):
+        self.url = url if url is not None else os.environ.get("ELASTICOPT_URL")
+        if command is None:
+            command = shlex.split(os.environ.get("ELASTICOPT_COMMAND", "elasticopt serve --stdio"))
+        self.command = list(command)
+        self.timeout_s = timeout_s
+        self._proc = None
+        self._lock = threading.Lock()
+
+    def request(self, doc):
+        """Send one request (a dict); return the response dict, or raise ElasticoptError if it is not ok."""
+        data = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        with self._lock:
+            raw = self._http(data) if self.url else self._stdio(data)
+        try:
+            resp = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            raise ElasticoptError("elasticopt serve answered something that is not JSON: %r" % raw[:200])
+        if not resp.get("ok"):
+            err = resp.get("error") or {}
+            raise ElasticoptError("elasticopt serve: %s: %s (at %s: expected %s, found %s)" % (
+                err.get("code"), err.get("message"), err.get("path"), err.get("expected"), err.get("found")))
+        return resp
+
+    def _http(self, data):
+        req = urllib.request.Request(self.url.rstrip("/") + "/v1/solve", data=data,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as fh:
+                return fh.read()
+        except urllib.error.HTTPError as exc:  # error responses carry a JSON body
+            return exc.read()
+        except (urllib.error.URLError, OSError) as exc:
+            raise ElasticoptError("cannot reach elasticopt serve at %s: %s" % (self.url, exc))
+
+    def _stdio(self, data):
+        if self._proc is None or self._proc.poll() is not None:
+            try:
+                self._proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            except OSError as exc:
+                raise ElasticoptError("cannot start %r: %s (set ELASTICOPT_COMMAND or pass command=)"
+                                      % (" ".join(self.command), exc))
+        try:
+            self._proc.stdin.write(data + b"\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        except OSError as exc:
+            line, why = b"", str(exc)
+        else:
+            why = "it exited with code %s" % self._proc.poll()
+        if not line:
+            self.close()
+            raise ElasticoptError("elasticopt serve (%s) stopped answering: %s" % (" ".join(self.command), why))
+        return line
+
+    def close(self):
+        """Stop the subprocess, if one was started."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# ---- end of the elasticopt client ----------------------------------------------------------------------------

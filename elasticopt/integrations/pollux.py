@@ -1,0 +1,303 @@
+"""PolluxPolicy: elasticopt as the allocation policy of Pollux's simulator (OSDI'21 artifact).
+
+Drop-in
+-------
+Copy this one file next to the simulator's ``pollux.py`` (petuum/adaptdl,
+branch ``osdi21-artifact``, folder ``simulator/``); it needs only the standard
+library of Python >= 3.8.  Start ``elasticopt serve`` where elasticopt is
+installed, and point the policy at it::
+
+    from elasticopt_pollux import PolluxPolicy          # this file, renamed as you like
+    policy = PolluxPolicy(command=["/opt/eo/bin/elasticopt", "serve", "--stdio"])
+    # or PolluxPolicy(url="http://127.0.0.1:8765"), or set ELASTICOPT_COMMAND / ELASTICOPT_URL
+    allocations, desired_nodes = policy.optimize(job_infos, node_infos, prev_allocs, node_template)
+
+The simulator calls ``policy.optimize(job_infos, node_infos, prev_allocations,
+node_template)`` at every scheduling interval and uses the returned
+``{job_key: [node key per replica]}``.
+
+Objective
+---------
+Pollux's fairness objective (its ``p_fairness``, default -1), solved exactly as
+a separable sum per job (docs/integrations.md): the job's utility is
+
+    u_j = -(s_j)^p (p < 0),   log(s_j) (p = 0),   (s_j)^p (0 < p <= 1)
+
+where ``s_j = speedup_fn(num_nodes, num_replicas)`` is the host's own speedup
+function at the tightest layout of the replicas (ceil(replicas / GPUs per
+node) nodes), times Pollux's re-allocation factor ``(T_j - R_j * delta) /
+(T_j + delta)`` (age T_j, restarts so far R_j, ``restart_penalty`` delta
+seconds) for a running job whose replica count changes.  Maximising
+``sum_j u_j`` maximises the power mean of the speedups.  A job with no
+replicas has speedup 0 (utility -inf for p <= 0); this is solved exactly in
+the limit: the number of jobs that run is maximised first, then the power
+mean (idle utility = a finite value below every such trade; ties in who runs
+go to the oldest jobs, Pollux's FIFO order).
+
+What it cannot express
+----------------------
+- cluster autoscaling: ``desired_nodes`` is always the current number of nodes;
+- nodes with different GPU counts (the model has one node size per pool);
+- a job's speedup on a spread-out layout: options are priced at the tightest
+  layout, and the service reports (warnings) jobs it had to spread;
+- resources other than ``nvidia.com/gpu`` (CPU, memory requests are ignored).
+"""
+
+from __future__ import division
+
+import json
+import math
+import os
+import shlex
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+
+__all__ = ["PolluxPolicy", "ElasticoptClient", "ElasticoptError", "fairness_utility"]
+
+GPU = "nvidia.com/gpu"
+
+
+
+def _num_restarts(info):
+    for name in ("num_restarts", "restarts"):
+        value = getattr(info, name, None)
+        if value is not None:
+            return int(value)
+    return 0
+
+
+class PolluxPolicy(object):
+    """Pollux's policy interface, answered by ``elasticopt serve``.
+
+    Parameters
+    ----------
+    p_fairness
+        Exponent p of the power mean of speedups (Pollux: -1).
+    restart_penalty
+        Re-allocation delay delta in seconds (Pollux: 30).
+    solver
+        elasticopt backend (``dp`` is exact and fast).
+    time_limit_s
+        Per-call solver time limit (None: none).
+    url, command, client
+        Where the service is: see :class:`ElasticoptClient` (or pass one).
+    """
+
+    def __init__(self, p_fairness=-1.0, restart_penalty=30.0, solver="dp", time_limit_s=None,
+                 url=None, command=None, client=None):
+        if p_fairness > 1:
+            raise ValueError("p_fairness must be <= 1, got %r" % (p_fairness,))
+        self.p_fairness = float(p_fairness)
+        self.restart_penalty = float(restart_penalty)
+        self.solver = solver
+        self.time_limit_s = time_limit_s
+        self.client = client or ElasticoptClient(url=url, command=command)
+        self.last_response = None
+
+    def _nodes(self, node_infos):
+        keys = list(node_infos)
+        sizes = set(int(node_infos[k].resources.get(GPU, 0)) for k in keys)
+        if len(sizes) > 1:
+            raise ElasticoptError("nodes with different GPU counts %s: the model has one node size" % sorted(sizes))
+        return keys, (sizes.pop() if sizes else 0)
+
+    def build_request(self, job_infos, node_infos, prev_allocs):
+        """The elasticopt request of one ``optimize`` call (also useful to inspect or replay)."""
+        node_keys, per_node = self._nodes(node_infos)
+        index = dict((k, i) for i, k in enumerate(node_keys))
+        total = per_node * len(node_keys)
+        p, delta = self.p_fairness, self.restart_penalty
+        jobs, lo, hi = [], None, None
+        order = sorted(job_infos, key=lambda k: (-(getattr(job_infos[k], "age", 0) or 0), str(k)))
+        for key in order:
+            info = job_infos[key]
+            prev = [r for r in (prev_allocs.get(key) or []) if r in index]
+            cur = len(prev)
+            age = float(getattr(info, "age", 0) or 0)
+            factor = (age - _num_restarts(info) * delta) / (age + delta) if cur else 1.0
+            options = []
+            top = min(int(info.max_replicas), total)
+            for k in range(max(int(info.min_replicas), 1), top + 1):
+                nodes = -(-k // per_node)
+                s = float(info.speedup_fn(nodes, k))
+                if cur and k != cur:
+                    s *= factor  # Pollux re-allocation factor: a change restarts the job
+                if not (s > 0 and math.isfinite(s)):
+                    continue
+                u = fairness_utility(s, p)
+                lo = u if lo is None or u < lo else lo
+                hi = u if hi is None or u > hi else hi
+                options.append({"gpus": k, "nodes": nodes, "value": u})
+            job = {"id": str(key), "options": options or [{"gpus": max(cur, 1), "value": 0.0}]}
+            if not options:  # nothing it may run on: it can only idle
+                job["pools"] = []
+            if cur:
+                counts = {}
+                for r in prev:
+                    counts[index[r]] = counts.get(index[r], 0) + 1
+                job["running"] = {"gpus": cur, "nodes": sorted([n, c] for n, c in counts.items())}
+                job["preemptible"] = bool(getattr(info, "preemptible", True))
+            jobs.append(job)
+        idle = idle_utility(lo, hi, len(jobs)) if p <= 0 and lo is not None else 0.0
+        for job in jobs:
+            job["idle_value"] = idle
+        doc = {
+            "format": "elasticopt-request/1",
+            "cluster": {"pools": {"gpu": {"nodes": len(node_keys), "gpus_per_node": per_node}}},
+            "objective": "values",
+            "solver": self.solver,
+            "priority": [job["id"] for job in jobs],  # ties: oldest job first (Pollux's FIFO order)
+            "jobs": jobs,
+        }
+        if self.time_limit_s is not None:
+            doc["time_limit_s"] = self.time_limit_s
+        return doc, node_keys
+
+    def optimize(self, job_infos, node_infos, prev_allocs, node_template=None):
+        """One scheduling decision.
+
+        Returns
+        -------
+        (allocations, desired_nodes)
+            ``{job_key: [node key per replica]}`` (sorted by node; [] = no
+            replicas) and the number of nodes wanted (always the current one).
+        """
+        if not job_infos:
+            return {}, len(node_infos)
+        by_id = dict((str(k), k) for k in job_infos)
+        if len(by_id) != len(job_infos):
+            raise ElasticoptError("job keys must stay distinct as strings")
+        doc, node_keys = self.build_request(job_infos, node_infos, prev_allocs)
+        resp = self.client.request(doc)
+        self.last_response = resp
+        if resp["status"] not in ("optimal", "feasible", "limit"):
+            raise ElasticoptError("no allocation: %s %s" % (resp["status"], resp.get("message", "")))
+        allocations = {}
+        for jid, key in by_id.items():
+            a = resp["allocation"].get(jid)
+            replicas = []
+            if a:
+                for node, count in a["nodes"]:
+                    replicas.extend([node_keys[node]] * count)
+            allocations[key] = replicas
+        return allocations, len(node_infos)
+
+
+def fairness_utility(speedup, p):
+    """Per-job utility whose sum maximises the power mean of speedups with exponent ``p`` (speedup > 0)."""
+    if p < 0:
+        return -(speedup ** p)
+    if p == 0:
+        return math.log(speedup)
+    return speedup ** p
+
+
+def idle_utility(lo, hi, n_jobs):
+    """A finite utility of "no GPUs" below every trade of one running job for others.
+
+    With ``n_jobs`` jobs whose option utilities lie in [lo, hi], an idle value
+    below ``lo - n_jobs * (hi - lo) - 1`` makes every allocation with fewer idle
+    jobs better than every allocation with more: the optimum first runs as many
+    jobs as possible, then maximises the sum of utilities of those that run.
+    """
+    return lo - n_jobs * (hi - lo) - 1.0
+
+
+# ---- elasticopt client: identical in every drop-in file (a test checks it) ----------------------------------
+
+
+class ElasticoptError(Exception):
+    """The service answered with an error, or could not be reached."""
+
+
+class ElasticoptClient(object):
+    """Sends allocation requests to ``elasticopt serve`` and returns its responses.
+
+    Parameters
+    ----------
+    url
+        Base URL of ``elasticopt serve --http`` (e.g. ``http://127.0.0.1:8765``);
+        default: the ``ELASTICOPT_URL`` environment variable.
+    command
+        Without a URL, the command that starts ``elasticopt serve --stdio`` as a
+        subprocess (started on the first request, kept for the next ones);
+        default: ``ELASTICOPT_COMMAND`` (split like a shell would), else
+        ``elasticopt serve --stdio``.
+    timeout_s
+        Seconds to wait for one HTTP answer.
+    """
+
+    def __init__(self, url=None, command=None, timeout_s=600.0):
+        self.url = url if url is not None else os.environ.get("ELASTICOPT_URL")
+        if command is None:
+            command = shlex.split(os.environ.get("ELASTICOPT_COMMAND", "elasticopt serve --stdio"))
+        self.command = list(command)
+        self.timeout_s = timeout_s
+        self._proc = None
+        self._lock = threading.Lock()
+
+    def request(self, doc):
+        """Send one request (a dict); return the response dict, or raise ElasticoptError if it is not ok."""
+        data = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        with self._lock:
+            raw = self._http(data) if self.url else self._stdio(data)
+        try:
+            resp = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            raise ElasticoptError("elasticopt serve answered something that is not JSON: %r" % raw[:200])
+        if not resp.get("ok"):
+            err = resp.get("error") or {}
+            raise ElasticoptError("elasticopt serve: %s: %s (at %s: expected %s, found %s)" % (
+                err.get("code"), err.get("message"), err.get("path"), err.get("expected"), err.get("found")))
+        return resp
+
+    def _http(self, data):
+        req = urllib.request.Request(self.url.rstrip("/") + "/v1/solve", data=data,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as fh:
+                return fh.read()
+        except urllib.error.HTTPError as exc:  # error responses carry a JSON body
+            return exc.read()
+        except (urllib.error.URLError, OSError) as exc:
+            raise ElasticoptError("cannot reach elasticopt serve at %s: %s" % (self.url, exc))
+
+    def _stdio(self, data):
+        if self._proc is None or self._proc.poll() is not None:
+            try:
+                self._proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            except OSError as exc:
+                raise ElasticoptError("cannot start %r: %s (set ELASTICOPT_COMMAND or pass command=)"
+                                      % (" ".join(self.command), exc))
+        try:
+            self._proc.stdin.write(data + b"\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        except OSError as exc:
+            line, why = b"", str(exc)
+        else:
+            why = "it exited with code %s" % self._proc.poll()
+        if not line:
+            self.close()
+            raise ElasticoptError("elasticopt serve (%s) stopped answering: %s" % (" ".join(self.command), why))
+        return line
+
+    def close(self):
+        """Stop the subprocess, if one was started."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# ---- end of the elasticopt client ----------------------------------------------------------------------------

@@ -1,0 +1,126 @@
+"""PolluxPolicy inside a stand-in of Pollux's simulator: accepted allocations, exact objective, restarts."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+
+import pytest
+
+from elasticopt.integrations.pollux import ElasticoptClient, PolluxPolicy, fairness_utility
+from pollux_standin import GPU, Cluster, JobInfo, NodeInfo, SimJob, SpeedupFunction
+
+SERVE = [sys.executable, "-m", "elasticopt", "serve", "--stdio", "--no-warm-up"]
+
+
+@pytest.fixture(scope="module")
+def client():
+    c = ElasticoptClient(command=SERVE)
+    yield c
+    c.close()
+
+
+def _jobs(n: int, max_replicas: int = 8) -> list[SimJob]:
+    return [
+        SimJob(f"job-{i}", submission_time=60.0 * (i // 3), work=600.0 + 300 * (i % 4),
+               speedup=SpeedupFunction(alpha=0.05 + 0.1 * (i % 3), beta_node=0.2), max_replicas=max_replicas)
+        for i in range(n)
+    ]
+
+
+def test_simulation_runs_to_completion_with_accepted_allocations(client):
+    sim = Cluster(PolluxPolicy(client=client), num_nodes=3, gpus_per_node=4, jobs=_jobs(10))
+    sim.run()
+    assert sim.decisions > 5
+    assert all(j.completion_time is not None for j in sim.jobs)
+
+
+def test_http_transport_gives_the_same_decisions(http_server, client):
+    infos = {f"j{i}": _info(i, age=100.0 * (i + 1)) for i in range(5)}
+    nodes = {i: NodeInfo({GPU: 4}) for i in range(2)}
+    a_stdio, _ = PolluxPolicy(client=client).optimize(infos, nodes, {}, nodes[0])
+    a_http, _ = PolluxPolicy(url=http_server).optimize(infos, nodes, {}, nodes[0])
+    assert {k: len(v) for k, v in a_stdio.items()} == {k: len(v) for k, v in a_http.items()}
+
+
+def _info(i: int, age: float, restarts: int = 0, max_replicas: int = 4, preemptible: bool = True) -> JobInfo:
+    info = JobInfo({GPU: 1}, SpeedupFunction(0.1 + 0.15 * i, 0.3), 0.0, 0.0, 0, max_replicas, preemptible)
+    info.age, info.num_restarts = age, restarts
+    return info
+
+
+def _pollux_value(infos, counts, prev, per_node, p, delta):
+    """(jobs with replicas, sum of utilities): the lexicographic form of Pollux's fitness."""
+    running, total = 0, 0.0
+    for key, k in counts.items():
+        if k == 0:
+            continue
+        info = infos[key]
+        s = info.speedup_fn(-(-k // per_node), k)
+        cur = len(prev.get(key, []))
+        if cur and k != cur:
+            s *= (info.age - info.num_restarts * delta) / (info.age + delta)
+        if s <= 0:
+            return None
+        running += 1
+        total += fairness_utility(s, p)
+    return running, total
+
+
+@pytest.mark.parametrize("p", [-1.0, 0.0, 0.5])
+@pytest.mark.parametrize("seed", range(4))
+def test_decision_is_the_exact_optimum_of_pollux_objective(client, p, seed):
+    nodes = {i: NodeInfo({GPU: 2}) for i in range(2)}
+    n = 3 + seed % 3
+    infos = {f"j{i}": _info(i + seed, age=50.0 + 40 * i, restarts=i % 2, max_replicas=3) for i in range(n)}
+    prev = {"j0": [0, 0]} if seed % 2 else {"j1": [1]}
+    alloc, desired = PolluxPolicy(p_fairness=p, client=client).optimize(infos, nodes, prev, nodes[0])
+    assert desired == 2
+    got = _pollux_value(infos, {k: len(v) for k, v in alloc.items()}, prev, 2, p, 30.0)
+    best = None
+    for combo in itertools.product(range(4), repeat=n):
+        if sum(combo) > 4:
+            continue
+        v = _pollux_value(infos, dict(zip(infos, combo)), prev, 2, p, 30.0)
+        if v is not None and p > 0:
+            v = (0, v[1])  # p > 0: idle is worth 0, no lexicographic step
+        if v is not None and (best is None or (v[0], round(v[1], 9)) > (best[0], round(best[1], 9))):
+            best = v
+    if p > 0:
+        got = (0, got[1])
+    assert got[0] == best[0] and got[1] == pytest.approx(best[1], abs=1e-5)
+
+
+def test_young_job_with_restarts_keeps_its_replicas(client):
+    nodes = {i: NodeInfo({GPU: 4}) for i in range(2)}
+    infos = {"old": _info(0, age=10.0, restarts=1, max_replicas=8)}  # factor (10 - 30) / 40 < 0
+    alloc, _ = PolluxPolicy(client=client).optimize(infos, nodes, {"old": [1]}, nodes[0])
+    assert alloc["old"] == [1]  # unchanged: no restart, same node
+
+
+def test_non_preemptible_running_job_is_never_preempted(client):
+    nodes = {0: NodeInfo({GPU: 2})}
+    infos = {f"j{i}": _info(i, age=1000.0 * (3 - i), max_replicas=2) for i in range(3)}
+    infos["j2"].preemptible = False
+    alloc, _ = PolluxPolicy(client=client).optimize(infos, nodes, {"j2": [0, 0]}, nodes[0])
+    assert alloc["j2"]
+    assert sum(len(v) for v in alloc.values()) <= 2
+
+
+def test_more_jobs_than_gpus_runs_as_many_as_fit_oldest_first_on_ties(client):
+    nodes = {0: NodeInfo({GPU: 2})}
+    same = SpeedupFunction(0.1, 0.3)
+    infos = {}
+    for i in range(4):
+        infos[f"j{i}"] = JobInfo({GPU: 1}, same, 0.0, 0.0, 0, 4)
+        infos[f"j{i}"].age, infos[f"j{i}"].num_restarts = 100.0 * (i + 1), 0
+    alloc, _ = PolluxPolicy(client=client).optimize(infos, nodes, {}, nodes[0])
+    assert sorted(k for k, v in alloc.items() if v) == ["j2", "j3"]  # the two oldest, one GPU each
+
+
+def test_unequal_nodes_are_refused_with_a_clear_error(client):
+    nodes = {0: NodeInfo({GPU: 2}), 1: NodeInfo({GPU: 4})}
+    with pytest.raises(Exception, match="different GPU counts"):
+        PolluxPolicy(client=client).optimize({"a": _info(0, 10.0)}, nodes, {}, nodes[0])
+    assert math.isfinite(fairness_utility(2.0, -1.0))
