@@ -1,0 +1,329 @@
+"""BloxPolicy and BloxPlacement: elasticopt as Blox's scheduling and placement stages.
+
+Drop-in
+-------
+Copy this one file into Blox's ``blox/scheduling_policies/`` (it needs only
+the standard library of Python >= 3.8; ``gpu_df`` is read through pandas'
+own ``to_dict("records")`` when it is a DataFrame), start ``elasticopt serve``
+where elasticopt is installed, and use both stages together in the
+scheduler's loop::
+
+    from blox.scheduling_policies.elasticopt_blox import BloxPolicy, BloxPlacement
+    policy = BloxPolicy(command=["/opt/eo/bin/elasticopt", "serve", "--stdio"])
+    placement = BloxPlacement()
+    schedule = policy.schedule(job_dict, node_info, gpu_df)
+    to_terminate, to_launch = placement.place(active_jobs, schedule, node_info, gpu_df)
+
+``job_dict[job_id]`` holds the job's ``num_GPUs`` (its request; the largest
+count for an elastic job) and ``submit_time``; ``gpu_df`` has one row per GPU
+with ``GPU_ID``, ``Node_ID``, ``IN_USE`` and ``JOB_IDS`` (the job on it);
+``node_info[node_id]`` may name its ``gpu_type``.  ``schedule`` returns
+Blox's ``{"job_order": [(job_id, job_info), ...], "run_all_jobs": False}``
+(jobs that run first, then the rest, each group oldest first) plus
+``"elasticopt"``: the GPU count and GPU ids chosen per job; ``place`` returns
+``(jobs_to_terminate, {job_id: [GPU ids]})`` as Blox's placement does.
+
+Objective
+---------
+Without a speedup function: the most jobs running at their requested GPU
+count (a knapsack, solved exactly: no head-of-line blocking), oldest first
+on ties.  With ``speedup_fn(job_id, job_info, num_gpus)``: elastic, 1 ..
+``num_GPUs`` GPUs per job, Pollux's power-mean fairness of speedups
+(``p_fairness``), the number of running jobs maximised first.
+
+What it cannot express
+----------------------
+- a running job that must be moved is terminated and relaunched (Blox's
+  suspend/resume), not migrated in place;
+- GPU types: one type until the general model lands; nodes with different GPU
+  counts; Blox's per-job placement preferences (every job is packed on the
+  fewest nodes the free GPUs allow).
+"""
+
+from __future__ import division
+
+import json
+import math
+import os
+import shlex
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+
+__all__ = ["BloxPolicy", "BloxPlacement", "ElasticoptClient", "ElasticoptError", "fairness_utility"]
+
+
+
+def gpu_rows(gpu_df):
+    """The rows of Blox's ``gpu_df`` as dicts (a pandas DataFrame or any iterable of dicts)."""
+    if hasattr(gpu_df, "to_dict"):
+        return gpu_df.to_dict("records")
+    return [dict(r) for r in gpu_df]
+
+
+def _cluster(gpu_df, node_info):
+    """Node ids in order, their GPU ids, the GPU type, and each job's current GPU ids."""
+    nodes, holder = {}, {}
+    for row in gpu_rows(gpu_df):
+        nodes.setdefault(row["Node_ID"], []).append(row["GPU_ID"])
+        job = row.get("JOB_IDS")
+        if row.get("IN_USE") and job is not None and not (isinstance(job, float) and math.isnan(job)):
+            holder.setdefault(job, []).append(row["GPU_ID"])
+    node_ids = list(nodes)
+    sizes = set(len(g) for g in nodes.values())
+    if len(sizes) > 1:
+        raise ElasticoptError("nodes with different GPU counts %s: the model has one node size" % sorted(sizes))
+    types = set(str((node_info.get(n) or {}).get("gpu_type", "gpu")) for n in node_ids)
+    if len(types) > 1:
+        raise ElasticoptError("GPU types %s: one type until the general model lands" % sorted(types))
+    return node_ids, dict((n, sorted(g)) for n, g in nodes.items()), (types.pop() if types else "gpu"), holder
+
+
+class BloxPolicy(object):
+    """Blox's scheduling stage (``schedule``), answered by ``elasticopt serve``.
+
+    Parameters
+    ----------
+    speedup_fn
+        None (jobs run at their requested count) or ``(job_id, job_info,
+        num_gpus) -> speedup`` (elastic, 1 .. num_GPUs).
+    p_fairness
+        Exponent of the power mean of speedups (elastic only).
+    gpus_key, arrival_key
+        The job_dict fields with the GPU request and the submission time.
+    solver, time_limit_s
+        elasticopt backend and per-call limit.
+    url, command, client
+        Where the service is: see :class:`ElasticoptClient` (or pass one).
+    """
+
+    def __init__(self, speedup_fn=None, p_fairness=-1.0, gpus_key="num_GPUs", arrival_key="submit_time",
+                 solver="dp", time_limit_s=None, url=None, command=None, client=None):
+        self.speedup_fn = speedup_fn
+        self.p_fairness = float(p_fairness)
+        self.gpus_key = gpus_key
+        self.arrival_key = arrival_key
+        self.solver = solver
+        self.time_limit_s = time_limit_s
+        self.client = client or ElasticoptClient(url=url, command=command)
+        self.last_response = None
+
+    def _options(self, job_id, info, cap):
+        want = int(info[self.gpus_key])
+        if self.speedup_fn is None:
+            return [{"gpus": want, "value": 1.0}] if want <= cap else []
+        out = []
+        for k in range(1, min(want, cap) + 1):
+            s = float(self.speedup_fn(job_id, info, k))
+            if s > 0 and math.isfinite(s):
+                out.append({"gpus": k, "value": fairness_utility(s, self.p_fairness)})
+        return out
+
+    def build_request(self, job_dict, node_info, gpu_df):
+        """The request, node ids in order, GPU ids per node, and the current GPU ids per job."""
+        node_ids, gpus_of, gpu_type, holder = _cluster(gpu_df, node_info)
+        per_node = len(gpus_of[node_ids[0]]) if node_ids else 0
+        index = dict((n, i) for i, n in enumerate(node_ids))
+        node_of = dict((g, n) for n in node_ids for g in gpus_of[n])
+        order = sorted(job_dict, key=lambda j: (job_dict[j].get(self.arrival_key, 0), str(j)))
+        jobs, values = [], []
+        for jid in order:
+            options = self._options(jid, job_dict[jid], per_node * len(node_ids))
+            values.extend(o["value"] for o in options)
+            job = {"id": str(jid), "options": options or [{"gpus": 1, "value": 0.0}]}
+            if not options:
+                job["pools"] = []
+            held = holder.get(jid)
+            if held:
+                counts = {}
+                for g in held:
+                    counts[index[node_of[g]]] = counts.get(index[node_of[g]], 0) + 1
+                job["running"] = {"gpus": len(held), "nodes": sorted([n, c] for n, c in counts.items())}
+                job["preemptible"] = True
+            jobs.append(job)
+        idle = 0.0
+        if self.speedup_fn is not None and self.p_fairness <= 0 and values:
+            idle = idle_utility(min(values), max(values), len(jobs))
+        for job in jobs:
+            job["idle_value"] = idle
+        doc = {
+            "format": "elasticopt-request/1",
+            "cluster": {"pools": {gpu_type: {"nodes": len(node_ids), "gpus_per_node": per_node}}},
+            "objective": "values",
+            "solver": self.solver,
+            "priority": [j["id"] for j in jobs],  # ties: earliest submitted first
+            "jobs": jobs,
+        }
+        if self.time_limit_s is not None:
+            doc["time_limit_s"] = self.time_limit_s
+        return doc, node_ids, gpus_of, holder
+
+    def schedule(self, job_dict, node_info, gpu_df, global_placement_policy=None):
+        """Blox's ``schedule_info``: job order (runners first), run_all_jobs, and elasticopt's placement."""
+        if not job_dict:
+            return {"job_order": [], "run_all_jobs": False, "elasticopt": {"gpus": {}, "gpu_ids": {}}}
+        by_id = dict((str(j), j) for j in job_dict)
+        if len(by_id) != len(job_dict):
+            raise ElasticoptError("job ids must stay distinct as strings")
+        doc, node_ids, gpus_of, holder = self.build_request(job_dict, node_info, gpu_df)
+        resp = self.client.request(doc)
+        self.last_response = resp
+        kept, chosen = {}, {}
+        for rid, a in resp["allocation"].items():
+            if a:
+                chosen[by_id[rid]] = a
+                if not a["moved"]:
+                    kept[by_id[rid]] = sorted(holder[by_id[rid]])
+        taken = set(g for ids in kept.values() for g in ids)
+        gpu_ids = dict(kept)
+        for jid, a in chosen.items():
+            if jid in kept:
+                continue
+            ids = []
+            for node, count in a["nodes"]:
+                free = [g for g in gpus_of[node_ids[node]] if g not in taken]
+                ids.extend(free[:count])
+                taken.update(free[:count])
+            gpu_ids[jid] = ids
+        order = [by_id[j["id"]] for j in doc["jobs"]]  # oldest first
+        order = [j for j in order if j in chosen] + [j for j in order if j not in chosen]
+        return {
+            "job_order": [(j, job_dict[j]) for j in order],
+            "run_all_jobs": False,
+            "elasticopt": {"gpus": dict((j, a["gpus"]) for j, a in chosen.items()), "gpu_ids": gpu_ids},
+        }
+
+
+class BloxPlacement(object):
+    """Blox's placement stage for a :class:`BloxPolicy` schedule: ``place(...) -> (terminate, launch)``."""
+
+    def place(self, active_jobs, new_job_schedule, node_info, gpu_df, **kwargs):
+        """Jobs to terminate (idle now, or moved) and ``{job_id: [GPU ids]}`` to launch."""
+        chosen = new_job_schedule["elasticopt"]["gpu_ids"]
+        current = {}
+        for row in gpu_rows(gpu_df):
+            job = row.get("JOB_IDS")
+            if row.get("IN_USE") and job is not None and not (isinstance(job, float) and math.isnan(job)):
+                current.setdefault(job, []).append(row["GPU_ID"])
+        terminate = [j for j in current if sorted(current[j]) != sorted(chosen.get(j, []))]
+        launch = dict((j, list(ids)) for j, ids in chosen.items() if sorted(current.get(j, [])) != sorted(ids))
+        return terminate, launch
+
+
+def fairness_utility(speedup, p):
+    """Per-job utility whose sum maximises the power mean of speedups with exponent ``p`` (speedup > 0)."""
+    if p < 0:
+        return -(speedup ** p)
+    if p == 0:
+        return math.log(speedup)
+    return speedup ** p
+
+
+def idle_utility(lo, hi, n_jobs):
+    """A finite utility of "no GPUs" below every trade of one running job for others.
+
+    With ``n_jobs`` jobs whose option utilities lie in [lo, hi], an idle value
+    below ``lo - n_jobs * (hi - lo) - 1`` makes every allocation with fewer idle
+    jobs better than every allocation with more: the optimum first runs as many
+    jobs as possible, then maximises the sum of utilities of those that run.
+    """
+    return lo - n_jobs * (hi - lo) - 1.0
+
+
+# ---- elasticopt client: identical in every drop-in file (a test checks it) ----------------------------------
+
+
+class ElasticoptError(Exception):
+    """The service answered with an error, or could not be reached."""
+
+
+class ElasticoptClient(object):
+    """Sends allocation requests to ``elasticopt serve`` and returns its responses.
+
+    Parameters
+    ----------
+    url
+        Base URL of ``elasticopt serve --http`` (e.g. ``http://127.0.0.1:8765``);
+        default: the ``ELASTICOPT_URL`` environment variable.
+    command
+        Without a URL, the command that starts ``elasticopt serve --stdio`` as a
+        subprocess (started on the first request, kept for the next ones);
+        default: ``ELASTICOPT_COMMAND`` (split like a shell would), else
+        ``elasticopt serve --stdio``.
+    timeout_s
+        Seconds to wait for one HTTP answer.
+    """
+
+    def __init__(self, url=None, command=None, timeout_s=600.0):
+        self.url = url if url is not None else os.environ.get("ELASTICOPT_URL")
+        if command is None:
+            command = shlex.split(os.environ.get("ELASTICOPT_COMMAND", "elasticopt serve --stdio"))
+        self.command = list(command)
+        self.timeout_s = timeout_s
+        self._proc = None
+        self._lock = threading.Lock()
+
+    def request(self, doc):
+        """Send one request (a dict); return the response dict, or raise ElasticoptError if it is not ok."""
+        data = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        with self._lock:
+            raw = self._http(data) if self.url else self._stdio(data)
+        try:
+            resp = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            raise ElasticoptError("elasticopt serve answered something that is not JSON: %r" % raw[:200])
+        if not resp.get("ok"):
+            err = resp.get("error") or {}
+            raise ElasticoptError("elasticopt serve: %s: %s (at %s: expected %s, found %s)" % (
+                err.get("code"), err.get("message"), err.get("path"), err.get("expected"), err.get("found")))
+        return resp
+
+    def _http(self, data):
+        req = urllib.request.Request(self.url.rstrip("/") + "/v1/solve", data=data,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as fh:
+                return fh.read()
+        except urllib.error.HTTPError as exc:  # error responses carry a JSON body
+            return exc.read()
+        except (urllib.error.URLError, OSError) as exc:
+            raise ElasticoptError("cannot reach elasticopt serve at %s: %s" % (self.url, exc))
+
+    def _stdio(self, data):
+        if self._proc is None or self._proc.poll() is not None:
+            try:
+                self._proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            except OSError as exc:
+                raise ElasticoptError("cannot start %r: %s (set ELASTICOPT_COMMAND or pass command=)"
+                                      % (" ".join(self.command), exc))
+        try:
+            self._proc.stdin.write(data + b"\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        except OSError as exc:
+            line, why = b"", str(exc)
+        else:
+            why = "it exited with code %s" % self._proc.poll()
+        if not line:
+            self.close()
+            raise ElasticoptError("elasticopt serve (%s) stopped answering: %s" % (" ".join(self.command), why))
+        return line
+
+    def close(self):
+        """Stop the subprocess, if one was started."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# ---- end of the elasticopt client ----------------------------------------------------------------------------

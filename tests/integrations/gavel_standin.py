@@ -1,0 +1,51 @@
+"""A stand-in of Gavel's policy interface (scheduler/policies/, job_id_pair.py).
+
+``get_allocation(unflattened_throughputs, scale_factors, cluster_spec)``:
+throughputs ``{job_id: {worker_type: float}}`` (a space-sharing pair has a
+list of two floats per type), scale factors ``{job_id: GPUs}``, cluster spec
+``{worker_type: GPUs}``; the answer ``{job_id: {worker_type: share}}`` must
+give every job shares in [0, 1] summing to at most 1 and keep
+``sum_j share[j][t] * scale_factor[j] <= cluster_spec[t]``.
+"""
+
+from __future__ import annotations
+
+
+class JobIdPair:
+    """Gavel's job id: one job (``JobIdPair(3, None)``) or a space-sharing pair."""
+
+    def __init__(self, a: int, b: int | None):
+        self._a, self._b = a, b
+
+    def is_pair(self) -> bool:
+        return self._b is not None
+
+    def singletons(self):
+        return (JobIdPair(self._a, None),) if self._b is None else (JobIdPair(self._a, None), JobIdPair(self._b, None))
+
+    def __hash__(self):
+        return hash((self._a, self._b))
+
+    def __eq__(self, other):
+        return isinstance(other, JobIdPair) and (self._a, self._b) == (other._a, other._b)
+
+    def __str__(self):
+        return str(self._a) if self._b is None else f"({self._a}, {self._b})"
+
+    __repr__ = __str__
+
+
+def accept(allocation, throughputs, scale_factors, cluster_spec) -> None:
+    """What Gavel's scheduler relies on, checked."""
+    assert set(allocation) == set(throughputs), "an allocation row for every job id"
+    used = {t: 0.0 for t in cluster_spec}
+    for job_id, row in allocation.items():
+        assert set(row) <= set(cluster_spec), f"{job_id}: unknown worker types {set(row) - set(cluster_spec)}"
+        assert all(0.0 <= x <= 1.0 for x in row.values()), f"{job_id}: shares outside [0, 1]"
+        assert sum(row.values()) <= 1.0 + 1e-9, f"{job_id}: shares sum above 1"
+        for t, x in row.items():
+            if x > 0:
+                assert throughputs[job_id].get(t, 0) not in (0, 0.0), f"{job_id}: share on a type it cannot run on"
+            used[t] += x * (sum(scale_factors[s] for s in job_id.singletons()) if job_id.is_pair() else scale_factors[job_id])
+    for t, u in used.items():
+        assert u <= cluster_spec[t] + 1e-9, f"type {t}: {u} GPUs allocated, {cluster_spec[t]} exist"

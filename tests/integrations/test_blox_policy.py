@@ -1,0 +1,56 @@
+"""BloxPolicy + BloxPlacement in a stand-in of Blox's scheduling round."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+
+import pytest
+
+from blox_standin import BloxCluster
+from elasticopt.integrations.blox import BloxPlacement, BloxPolicy, ElasticoptClient
+
+SERVE = [sys.executable, "-m", "elasticopt", "serve", "--stdio", "--no-warm-up"]
+
+
+@pytest.fixture(scope="module")
+def client():
+    c = ElasticoptClient(command=SERVE)
+    yield c
+    c.close()
+
+
+def test_rigid_jobs_most_that_fit_without_head_of_line_blocking(client):
+    cluster = BloxCluster(nodes=2, gpus_per_node=4)
+    jobs = {1: {"num_GPUs": 8, "submit_time": 0}, 2: {"num_GPUs": 2, "submit_time": 1},
+            3: {"num_GPUs": 4, "submit_time": 2}, 4: {"num_GPUs": 2, "submit_time": 3}}
+    running = cluster.round(BloxPolicy(client=client), BloxPlacement(), jobs, elastic=False)
+    assert sorted(running) == [2, 3, 4]  # FIFO would block on job 1 (8 GPUs) with nothing else running
+    for job, ids in running.items():
+        nodes = {i // 4 for i in ids}
+        assert len(nodes) == math.ceil(len(ids) / 4)  # packed on the fewest nodes
+
+
+def test_elastic_rounds_keep_running_jobs_in_place(client):
+    cluster = BloxCluster(nodes=2, gpus_per_node=4)
+    speed = lambda jid, info, k: k ** (0.6 + 0.1 * (jid % 3))  # noqa: E731
+    policy, placement = BloxPolicy(speedup_fn=speed, client=client), BloxPlacement()
+    jobs = {i: {"num_GPUs": 4, "submit_time": i} for i in range(3)}
+    first = cluster.round(policy, placement, jobs, elastic=True)
+    assert set(first) == {0, 1, 2} and sum(len(v) for v in first.values()) == 8
+    again = cluster.round(policy, placement, jobs, elastic=True)  # nothing changed: nothing moves
+    assert again == first
+    jobs[3] = {"num_GPUs": 4, "submit_time": 3}
+    third = cluster.round(policy, placement, jobs, elastic=True)
+    assert set(third) == {0, 1, 2, 3}  # the newcomer gets in: the most jobs run first
+
+
+@pytest.mark.parametrize("gpus", [[3, 3, 2, 1], [4, 4, 4], [1, 2, 5, 3, 2]])
+def test_rigid_choice_is_the_exact_maximum(client, gpus):
+    cluster = BloxCluster(nodes=2, gpus_per_node=4)
+    jobs = {i: {"num_GPUs": g, "submit_time": i} for i, g in enumerate(gpus)}
+    running = cluster.round(BloxPolicy(client=client), BloxPlacement(), jobs, elastic=False)
+    best = max(sum(c) for c in itertools.product([0, 1], repeat=len(gpus))
+               if sum(g * x for g, x in zip(gpus, c)) <= 8)
+    assert len(running) == best
