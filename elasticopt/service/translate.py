@@ -33,9 +33,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from elasticopt.errors import InstanceError, ValidationError
+from elasticopt.errors import ValidationError
 from elasticopt.models import FORMAT as INSTANCE_FORMAT
-from elasticopt.models import Problem, problem_from_dict
+from elasticopt.models import Cluster, Job, MeasuredThroughput, Problem, Running, problem_from_dict
 from elasticopt.service.protocol import ServiceError, finite
 
 __all__ = ["Translation", "ValueJob", "translate"]
@@ -214,24 +214,55 @@ def translate(doc: dict[str, Any]) -> Translation:
             out["running"] = {"gpus": run["gpus"], "batch": run.get("batch", run["gpus"])}
         inst_jobs.append(out)
         request_index.append(i)
-    inst: dict[str, Any] = {
-        "format": INSTANCE_FORMAT,
-        "cluster": {"gpus": sum(node_gpus), "gpus_per_node": g},
-        "objective": "throughput" if objective == "values" else objective,
-        "allow_preemption": model_allow,
-        "jobs": inst_jobs,
-    }
-    if penalty:
-        inst["rescale_penalty"] = penalty
+    priority = None
     if "priority" in doc:
         skip = set(left_out)
-        inst["priority"] = [j for j in doc["priority"] if j not in skip]
+        priority = [j for j in doc["priority"] if j not in skip]
     try:
-        problem = problem_from_dict(inst, file="request")
-    except InstanceError as exc:
+        if objective == "values":
+            problem = _values_problem(inst_jobs, node_gpus, g, model_allow, priority)
+        else:
+            problem = _instance_problem(inst_jobs, node_gpus, g, objective, model_allow, penalty, priority)
+    except ValidationError as exc:  # InstanceError too: the model's own checks, paths of the model's jobs
         path = re.sub(r"^jobs\[(\d+)\]", lambda m: f"jobs[{request_index[int(m.group(1))]}]", exc.path)
         raise ServiceError("invalid_request", f"{path}: expected {exc.expected}", path, exc.expected,
                            exc.found) from None
-    except ValidationError as exc:  # pragma: no cover - problem_from_dict wraps these
-        raise ServiceError("invalid_request", str(exc), exc.path, exc.expected, exc.found) from None
     return Translation(problem, pool, node_gpus, current, value_jobs, tuple(left_out))
+
+
+def _instance_problem(jobs: list[dict[str, Any]], node_gpus: tuple[int, ...], g: int, objective: str,
+                      allow: bool, penalty: float, priority: list[str] | None) -> Problem:
+    """Jobs given by throughput or profile: through the model's loader (its defaults and checks)."""
+    inst: dict[str, Any] = {
+        "format": INSTANCE_FORMAT,
+        "cluster": {"gpus": sum(node_gpus), "gpus_per_node": g},
+        "objective": objective,
+        "allow_preemption": allow,
+        "jobs": jobs,
+    }
+    if penalty:
+        inst["rescale_penalty"] = penalty
+    if priority is not None:
+        inst["priority"] = priority
+    return problem_from_dict(inst, file="request")
+
+
+def _values_problem(jobs: list[dict[str, Any]], node_gpus: tuple[int, ...], g: int, allow: bool,
+                    priority: list[str] | None) -> Problem:
+    """Caller-value jobs: every field is explicit, so the model objects are built directly (no defaults)."""
+    built = []
+    for jd in jobs:
+        rows = jd["throughput"]
+        run = jd.get("running")
+        built.append(
+            Job(
+                id=jd["id"],
+                throughput=MeasuredThroughput.from_rows(rows),
+                batch_min=min(b for _, b, _ in rows),
+                batch_max=max(b for _, b, _ in rows),
+                max_local=max(b // k for k, b, _ in rows),
+                running=Running(run["gpus"], run["batch"]) if run else None,
+            )
+        )
+    return Problem(Cluster(sum(node_gpus), g), tuple(built), objective="throughput", allow_preemption=allow,
+                   priority=tuple(priority) if priority is not None else None)

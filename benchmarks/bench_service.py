@@ -1,0 +1,135 @@
+"""Benchmark: what ``elasticopt serve`` adds on top of the solve, per request.
+
+    python benchmarks/bench_service.py [--jobs 100 1000] [--repeats 15] [--solver dp]
+
+For each size, on the same request, side by side in one run (medians):
+
+- ``solve``: ``elasticopt.solve(problem)`` in-process from a built Problem
+  (compile + reduce + backend) -- the floor;
+- ``load+solve``: building the Problem from the instance JSON document
+  (the model's own loader) and solving it, in-process;
+- ``service``: ``AllocationService.handle(bytes)`` in-process (parse,
+  validate, translate, solve, verify, place, respond);
+- ``stdio``: a round trip through ``elasticopt serve --stdio`` (a subprocess);
+- ``http``: a round trip through ``elasticopt serve --http`` (urllib client).
+
+Two request kinds: ``paper`` (fitted profiles, the instance family of
+``elasticopt generate``) and ``values`` (caller values as PolluxPolicy sends
+them: 1..16 replicas per job priced by a speedup function).  Overhead is
+reported as milliseconds over ``solve`` and as the ratio to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from typing import Any, Callable
+
+from elasticopt import solve
+from elasticopt.generate import generate_instance
+from elasticopt.integrations.pollux import PolluxPolicy
+from elasticopt.models import problem_from_dict, problem_to_dict
+from elasticopt.service import AllocationService
+from elasticopt.service.translate import translate
+
+SERVE = [sys.executable, "-m", "elasticopt", "serve"]
+
+
+def median_s(fn: Callable[[], Any], repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+class _Node:
+    def __init__(self, gpus: int):
+        self.resources, self.preemptible = {"nvidia.com/gpu": gpus}, False
+
+
+class _Job:
+    def __init__(self, i: int):
+        alpha = 0.05 + 0.01 * (i % 20)
+        self.speedup_fn = lambda nodes, k: k / (1.0 + alpha * (k - 1) + 0.2 * (nodes - 1))
+        self.min_replicas, self.max_replicas, self.preemptible = 0, 16, True
+        self.age, self.num_restarts = 100.0 + i, i % 3
+
+
+def requests_for(n: int, gpus: int) -> dict[str, dict[str, Any]]:
+    paper = problem_to_dict(generate_instance("paper", n, gpus, seed=1))
+    paper["format"] = "elasticopt-request/1"
+    jobs = {f"j{i}": _Job(i) for i in range(n)}
+    nodes = {i: _Node(8) for i in range(gpus // 8)}
+    values, _ = PolluxPolicy(client=object()).build_request(jobs, nodes, {})
+    return {"paper": paper, "values": values}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, nargs="+", default=[100, 1000])
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--solver", default="dp")
+    a = ap.parse_args()
+    service = AllocationService()
+    stdio = subprocess.Popen(SERVE + ["--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    http = subprocess.Popen(SERVE + ["--http", "--port", "0"], stdout=subprocess.PIPE, text=True)
+    url = http.stdout.readline().split()[-1] + "/v1/solve"  # type: ignore[union-attr]
+    rows = []
+    try:
+        for n in a.jobs:
+            gpus = max(8, 8 * round(n * 1.024 / 8))
+            for kind, doc in requests_for(n, gpus).items():
+                doc = dict(doc, solver=a.solver)
+                data = json.dumps(doc).encode()
+                problem = translate(doc).problem
+                model_doc = problem_to_dict(problem)
+
+                def via_stdio() -> dict:
+                    stdio.stdin.write(data + b"\n")  # type: ignore[union-attr]
+                    stdio.stdin.flush()  # type: ignore[union-attr]
+                    return json.loads(stdio.stdout.readline())  # type: ignore[union-attr]
+
+                def via_http() -> dict:
+                    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+                    with urllib.request.urlopen(req) as fh:
+                        return json.loads(fh.read())
+
+                objective = solve(problem, a.solver).objective
+                for fn in (via_stdio, via_http):
+                    assert fn()["objective"] == objective, "the transports must answer what solve answers"
+                t = {
+                    "solve": median_s(lambda: solve(problem, a.solver), a.repeats),
+                    "load+solve": median_s(lambda: solve(problem_from_dict(model_doc), a.solver), a.repeats),
+                    "service": median_s(lambda: service.handle(data), a.repeats),
+                    "stdio": median_s(via_stdio, a.repeats),
+                    "http": median_s(via_http, a.repeats),
+                }
+                parts = service.handle(data)["timings"]
+                rows.append((n, gpus, kind, len(data), t, parts))
+    finally:
+        stdio.stdin.close()  # type: ignore[union-attr]
+        stdio.wait()
+        http.terminate()
+        http.wait()
+    print(f"medians of {a.repeats} requests, solver {a.solver}; overhead = transport time - solve time")
+    head = f"{'jobs':>5} {'GPUs':>5} {'kind':>6} {'KiB':>6} " + " ".join(f"{k:>11}" for k in rows[0][4])
+    print(head + f" {'stdio-solve':>12} {'http-solve':>11} {'stdio/solve':>11}")
+    for n, gpus, kind, size, t, _ in rows:
+        ms = " ".join(f"{1e3 * v:>9.2f}ms" for v in t.values())
+        print(f"{n:>5} {gpus:>5} {kind:>6} {size / 1024:>6.0f} {ms} {1e3 * (t['stdio'] - t['solve']):>10.2f}ms "
+              f"{1e3 * (t['http'] - t['solve']):>9.2f}ms {t['stdio'] / t['solve']:>10.2f}x")
+    print("\none in-process request, its own timings (ms):")
+    for n, _, kind, _, _, parts in rows:
+        print(f"{n:>5} {kind:>6} " + " ".join(f"{k[:-2]}={1e3 * v:.2f}" for k, v in parts.items()))
+
+
+if __name__ == "__main__":
+    main()
