@@ -40,8 +40,6 @@ What it cannot express
   fewest nodes the free GPUs allow).
 """
 
-from __future__ import division
-
 import json
 import math
 import os

@@ -35,8 +35,6 @@ What it cannot express
   ``unsupported`` until then).
 """
 
-from __future__ import division
-
 import json
 import math
 import os

@@ -43,8 +43,6 @@ What it cannot express
 - resources other than ``nvidia.com/gpu`` (CPU, memory requests are ignored).
 """
 
-from __future__ import division
-
 import json
 import math
 import os

@@ -38,8 +38,6 @@ What it cannot express
   the service warns when it had to spread a job).
 """
 
-from __future__ import division
-
 import json
 import math
 import os

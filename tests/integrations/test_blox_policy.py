@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import itertools
 import math
-import sys
 
 import pytest
 
 from blox_standin import BloxCluster
-from elasticopt.integrations.blox import BloxPlacement, BloxPolicy, ElasticoptClient
+from elasticopt.integrations import blox
+from elasticopt.integrations.blox import BloxPlacement, BloxPolicy
 
-SERVE = [sys.executable, "-m", "elasticopt", "serve", "--stdio", "--no-warm-up"]
-
-
-@pytest.fixture(scope="module")
-def client():
-    c = ElasticoptClient(command=SERVE)
-    yield c
-    c.close()
+DROPIN = blox  # the conftest's client fixture uses this file's client
 
 
 def test_rigid_jobs_most_that_fit_without_head_of_line_blocking(client):

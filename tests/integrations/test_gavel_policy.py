@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import itertools
 import random
-import sys
 
 import pytest
 
-from elasticopt.integrations.gavel import ElasticoptClient, ElasticoptError, GavelPolicy
+from elasticopt.integrations import gavel
+from elasticopt.integrations.gavel import ElasticoptError, GavelPolicy
 from gavel_standin import JobIdPair, accept
 
-SERVE = [sys.executable, "-m", "elasticopt", "serve", "--stdio", "--no-warm-up"]
+DROPIN = gavel  # the conftest's client fixture uses this file's client
 
 
 @pytest.fixture(scope="module")
-def policy():
-    client = ElasticoptClient(command=SERVE)
-    yield GavelPolicy(client=client)
-    client.close()
+def policy(client):
+    return GavelPolicy(client=client)
 
 
 @pytest.mark.parametrize("seed", range(5))

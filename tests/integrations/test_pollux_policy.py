@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import itertools
 import math
-import sys
 
 import pytest
 
-from elasticopt.integrations.pollux import ElasticoptClient, PolluxPolicy, fairness_utility
+from elasticopt.integrations import pollux
+from elasticopt.integrations.pollux import PolluxPolicy, fairness_utility
 from pollux_standin import GPU, Cluster, JobInfo, NodeInfo, SimJob, SpeedupFunction
 
-SERVE = [sys.executable, "-m", "elasticopt", "serve", "--stdio", "--no-warm-up"]
-
-
-@pytest.fixture(scope="module")
-def client():
-    c = ElasticoptClient(command=SERVE)
-    yield c
-    c.close()
+DROPIN = pollux  # the conftest's client fixture uses this file's client
 
 
 def _jobs(n: int, max_replicas: int = 8) -> list[SimJob]:

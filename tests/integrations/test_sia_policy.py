@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import sys
 
 import pytest
 
-from elasticopt.integrations.sia import ElasticoptClient, ElasticoptError, SiaPolicy, default_gpu_type
+from elasticopt.integrations import sia
+from elasticopt.integrations.sia import ElasticoptError, SiaPolicy, default_gpu_type
 from pollux_standin import GPU, JobInfo, NodeInfo, SpeedupFunction
 
-SERVE = [sys.executable, "-m", "elasticopt", "serve", "--stdio", "--no-warm-up"]
+DROPIN = sia  # the conftest's client fixture uses this file's client
 
 
 @pytest.fixture(scope="module")
-def policy():
-    client = ElasticoptClient(command=SERVE)
-    yield SiaPolicy(client=client)
-    client.close()
+def policy(client):
+    return SiaPolicy(client=client)
 
 
 def _nodes(types: dict[str, tuple[int, int]]) -> dict[str, NodeInfo]:

@@ -13,7 +13,7 @@ from elasticopt.errors import SolverError
 from elasticopt.service import AllocationService
 from elasticopt.solvers import Solution, Status
 
-from service_helpers import check_response, instance_request
+from service_helpers import ROOT, check_response, instance_request
 
 SERVICE = AllocationService()
 
@@ -138,3 +138,9 @@ def test_bug_in_the_service_is_an_internal_error_not_a_crash():
 
     resp = check_response(AllocationService(solve=broken).handle(json.dumps(instance_request("tiny.json"))))
     assert resp["error"]["code"] == "internal" and "ZeroDivisionError" in resp["error"]["message"]
+
+
+def test_an_instance_file_is_a_request_as_it_is():
+    text = (ROOT / "instances" / "tiny.json").read_text()
+    resp = check_response(SERVICE.handle(text))
+    assert resp["ok"] and resp["objective_value"] == pytest.approx(275.0)
