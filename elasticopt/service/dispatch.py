@@ -25,6 +25,7 @@ from elasticopt.errors import (
     SolverUnavailableError,
     UnknownSolverError,
 )
+from elasticopt.models import OBJECTIVES
 from elasticopt.models.table import job_values
 from elasticopt.service.placement import check_placement, place
 from elasticopt.service.protocol import (
@@ -36,7 +37,7 @@ from elasticopt.service.protocol import (
     parse_request,
     validate_request,
 )
-from elasticopt.service.translate import Translation, translate
+from elasticopt.service.translate import VALUES, Translation, translate
 from elasticopt.solvers import Solution, Status, available_solvers, exact_solvers, get_backend, verify
 from elasticopt.solvers.api import solve
 
@@ -127,7 +128,7 @@ class AllocationService:
             "ok": True,
             "version": __version__,
             "request_formats": [REQUEST_FORMAT, "elasticopt-instance/1"],
-            "objectives": ["speedup", "throughput", "completion", "values"],
+            "objectives": [*OBJECTIVES, VALUES],
             "solvers": available_solvers(),
             "exact_solvers": exact_solvers(),
         }

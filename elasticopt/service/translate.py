@@ -35,13 +35,15 @@ from typing import Any
 
 from elasticopt.errors import ValidationError
 from elasticopt.models import FORMAT as INSTANCE_FORMAT
-from elasticopt.models import Cluster, Job, MeasuredThroughput, Problem, Running, problem_from_dict
+from elasticopt.models import OBJECTIVES, Cluster, Job, MeasuredThroughput, Problem, Running, problem_from_dict
 from elasticopt.service.protocol import ServiceError, finite
 
 __all__ = ["Translation", "ValueJob", "translate"]
 
 #: Pool name of a cluster given as ``{"gpus": G, "gpus_per_node": g}``.
 DEFAULT_POOL = "default"
+#: The objective of caller values (the model's objectives are ``elasticopt.models.OBJECTIVES``).
+VALUES = "values"
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,10 @@ def translate(doc: dict[str, Any]) -> Translation:
     """
     pool, g, node_gpus = _cluster(doc)
     objective = doc.get("objective", "speedup")
+    if objective != VALUES and objective not in OBJECTIVES:
+        known = ", ".join(map(repr, (*OBJECTIVES, VALUES)))
+        raise ServiceError("invalid_request", f"objective: expected one of {known}", "objective",
+                           f"one of {known}", objective)
     jobs = doc.get("jobs", [])
     allow = doc.get("allow_preemption", False)
     penalty = doc.get("rescale_penalty", 0.0)
@@ -172,8 +178,8 @@ def translate(doc: dict[str, Any]) -> Translation:
     for i, jd in enumerate(jobs):
         where = f"jobs[{i}]"
         has_values = "options" in jd
-        if has_values != (objective == "values"):
-            need = "'options' with caller values" if objective == "values" else "'throughput' or 'profile'"
+        if has_values != (objective == VALUES):
+            need = "'options' with caller values" if objective == VALUES else "'throughput' or 'profile'"
             raise ServiceError("invalid_request", f"{where}: objective {objective!r} needs {need} for every job",
                                where, need, "fields " + ", ".join(sorted(jd)))
         run = jd.get("running")
@@ -219,7 +225,7 @@ def translate(doc: dict[str, Any]) -> Translation:
         skip = set(left_out)
         priority = [j for j in doc["priority"] if j not in skip]
     try:
-        if objective == "values":
+        if objective == VALUES:
             problem = _values_problem(inst_jobs, node_gpus, g, model_allow, priority)
         else:
             problem = _instance_problem(inst_jobs, node_gpus, g, objective, model_allow, penalty, priority)
