@@ -218,6 +218,18 @@ def fairness_utility(speedup, p):
     return speedup ** p
 
 
+def speedups_at(fn, nodes, replicas):
+    """``[fn(nodes[i], replicas[i])]``: one vectorised call where ``fn`` is numpy-vectorised (Pollux's
+    SpeedupFunction is: it returns an array for lists), else one call per point."""
+    try:
+        out = fn(list(nodes), list(replicas))
+        if hasattr(out, "shape") and len(out) == len(nodes):
+            return [float(x) for x in out]
+    except Exception:  # not vectorised: the per-point calls below raise the host's real errors
+        pass
+    return [float(fn(n, k)) for n, k in zip(nodes, replicas)]
+
+
 def idle_utility(lo, hi, n_jobs):
     """A finite utility of "no GPUs" below every trade of one running job for others.
 

@@ -116,10 +116,9 @@ class PolluxPolicy(object):
             age = float(getattr(info, "age", 0) or 0)
             factor = (age - _num_restarts(info) * delta) / (age + delta) if cur else 1.0
             options = []
-            top = min(int(info.max_replicas), total)
-            for k in range(max(int(info.min_replicas), 1), top + 1):
-                nodes = -(-k // per_node)
-                s = float(info.speedup_fn(nodes, k))
+            ks = list(range(max(int(info.min_replicas), 1), min(int(info.max_replicas), total) + 1))
+            spans = [-(-k // per_node) for k in ks]  # the tightest layout of k replicas
+            for k, nodes, s in zip(ks, spans, speedups_at(info.speedup_fn, spans, ks)):
                 if cur and k != cur:
                     s *= factor  # Pollux re-allocation factor: a change restarts the job
                 if not (s > 0 and math.isfinite(s)):
@@ -190,6 +189,18 @@ def fairness_utility(speedup, p):
     if p == 0:
         return math.log(speedup)
     return speedup ** p
+
+
+def speedups_at(fn, nodes, replicas):
+    """``[fn(nodes[i], replicas[i])]``: one vectorised call where ``fn`` is numpy-vectorised (Pollux's
+    SpeedupFunction is: it returns an array for lists), else one call per point."""
+    try:
+        out = fn(list(nodes), list(replicas))
+        if hasattr(out, "shape") and len(out) == len(nodes):
+            return [float(x) for x in out]
+    except Exception:  # not vectorised: the per-point calls below raise the host's real errors
+        pass
+    return [float(fn(n, k)) for n, k in zip(nodes, replicas)]
 
 
 def idle_utility(lo, hi, n_jobs):

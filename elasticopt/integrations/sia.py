@@ -61,11 +61,11 @@ def default_gpu_type(key, info):
     return str(key).rsplit("-", 1)[0]
 
 
-def _speedup(info, gpu_type, nodes, replicas):
+def _speedups(info, gpu_type, nodes, replicas):
     fn = info.speedup_fn
     if isinstance(fn, dict):
-        return float(fn[gpu_type](nodes, replicas)) if gpu_type in fn else 0.0
-    return float(fn(gpu_type, nodes, replicas))
+        return speedups_at(fn[gpu_type], nodes, replicas) if gpu_type in fn else [0.0] * len(nodes)
+    return [float(fn(gpu_type, n, k)) for n, k in zip(nodes, replicas)]
 
 
 class SiaPolicy(object):
@@ -129,9 +129,9 @@ class SiaPolicy(object):
             options = []
             for t in pools:
                 g = per_node[t]
-                for k in range(max(int(info.min_replicas), 1), min(int(info.max_replicas), g * len(pools[t])) + 1):
-                    nodes = -(-k // g)
-                    s = _speedup(info, t, nodes, k)
+                ks = list(range(max(int(info.min_replicas), 1), min(int(info.max_replicas), g * len(pools[t])) + 1))
+                spans = [-(-k // g) for k in ks]  # the tightest layout of k replicas
+                for k, nodes, s in zip(ks, spans, _speedups(info, t, spans, ks)):
                     if cur and (k != cur or t != cur_type):
                         s *= factor
                     if not (s > 0 and math.isfinite(s)):
@@ -196,6 +196,18 @@ def fairness_utility(speedup, p):
     if p == 0:
         return math.log(speedup)
     return speedup ** p
+
+
+def speedups_at(fn, nodes, replicas):
+    """``[fn(nodes[i], replicas[i])]``: one vectorised call where ``fn`` is numpy-vectorised (Pollux's
+    SpeedupFunction is: it returns an array for lists), else one call per point."""
+    try:
+        out = fn(list(nodes), list(replicas))
+        if hasattr(out, "shape") and len(out) == len(nodes):
+            return [float(x) for x in out]
+    except Exception:  # not vectorised: the per-point calls below raise the host's real errors
+        pass
+    return [float(fn(n, k)) for n, k in zip(nodes, replicas)]
 
 
 def idle_utility(lo, hi, n_jobs):

@@ -12,8 +12,9 @@ anything the simulator would mis-handle.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
+
+import numpy as np
 
 GPU = "nvidia.com/gpu"
 
@@ -25,20 +26,23 @@ class NodeInfo:
 
 
 class SpeedupFunction:
-    """Goodput-style speedup: compute scales with replicas, communication grows with replicas and nodes."""
+    """Goodput-style speedup, numpy-vectorised like AdaptDL's SpeedupFunction (arrays or lists in, an
+    array out; 0 for 0 replicas): compute scales with replicas, synchronisation grows with replicas
+    and nodes.  ``calls`` counts the calls."""
 
     def __init__(self, alpha: float, beta_node: float):
         self.alpha, self.beta_node = alpha, beta_node
+        self.calls = 0
 
-    def _rate(self, nodes: int, replicas: int) -> float:
-        if replicas == 0:
-            return 0.0
-        sync = self.alpha * math.log2(replicas) if replicas > 1 else 0.0
-        sync += self.beta_node * (nodes - 1)
-        return replicas / (1.0 + sync)
+    def _rate(self, nodes: np.ndarray, replicas: np.ndarray) -> np.ndarray:
+        sync = self.alpha * np.log2(np.maximum(replicas, 1)) + self.beta_node * np.maximum(nodes - 1, 0)
+        return np.where(replicas > 0, replicas / (1.0 + sync), 0.0)
 
     def __call__(self, num_nodes, num_replicas):
-        return self._rate(int(num_nodes), int(num_replicas)) / self._rate(1, 1)
+        self.calls += 1
+        nodes = np.asarray(num_nodes, dtype=float)
+        replicas = np.asarray(num_replicas, dtype=float)
+        return self._rate(nodes, replicas) / self._rate(np.float64(1), np.float64(1))
 
 
 class JobInfo:

@@ -85,6 +85,13 @@ def test_decision_is_the_exact_optimum_of_pollux_objective(client, p, seed):
     assert got[0] == best[0] and got[1] == pytest.approx(best[1], abs=1e-5)
 
 
+def test_the_host_speedup_function_is_called_once_per_job_when_vectorised(client):
+    nodes = {i: NodeInfo({GPU: 8}) for i in range(4)}
+    infos = {f"j{i}": _info(i, age=100.0, max_replicas=16) for i in range(6)}
+    PolluxPolicy(client=client).optimize(infos, nodes, {}, nodes[0])
+    assert [info.speedup_fn.calls for info in infos.values()] == [1] * 6
+
+
 def test_young_job_with_restarts_keeps_its_replicas(client):
     nodes = {i: NodeInfo({GPU: 4}) for i in range(2)}
     infos = {"old": _info(0, age=10.0, restarts=1, max_replicas=8)}  # factor (10 - 30) / 40 < 0
