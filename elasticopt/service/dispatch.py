@@ -35,6 +35,7 @@ from elasticopt.service.protocol import (
     SolverSpec,
     error_response,
     parse_request,
+    request_validator,
     validate_request,
 )
 from elasticopt.service.translate import VALUES, Translation, translate
@@ -85,6 +86,7 @@ class AllocationService:
     ):
         self.default_solver = SolverSpec.from_request(default_solver)
         get_backend(self.default_solver.name)  # an unknown or missing default fails at start, not per request
+        request_validator()  # so does a missing schema validator (the 'service' extra)
         self.default_time_limit_s = default_time_limit_s
         self._solve = solve
         self._lock = threading.Lock()

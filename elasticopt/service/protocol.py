@@ -27,6 +27,7 @@ __all__ = [
     "ServiceError",
     "load_schema",
     "parse_request",
+    "request_validator",
     "validate_request",
     "error_response",
 ]
@@ -97,7 +98,8 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
-def _request_validator() -> Callable[[Any], Any]:
+def request_validator() -> Callable[[Any], Any]:
+    """The compiled validator of the request schema (fastjsonschema, compiled once)."""
     try:
         import fastjsonschema
     except ImportError as exc:  # pragma: no cover - the 'service' extra installs it
@@ -174,7 +176,7 @@ def validate_request(doc: Any) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ServiceError("invalid_request", "a request is a JSON object", "(root)", "a JSON object", type(doc).__name__)
     try:
-        _request_validator()(doc)
+        request_validator()(doc)
     except fastjsonschema.JsonSchemaValueException as exc:
         path = exc.name[len("data") :].lstrip(".") or "(root)"
         rule, found = exc.rule or "", exc.value
