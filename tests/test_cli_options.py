@@ -141,3 +141,10 @@ def test_status_maps_name_real_library_statuses():
     assert milp.STATUS_MAP["kOptimal"] is Status.OPTIMAL and milp.STATUS_MAP["kTimeLimit"] is Status.LIMIT
     names = {cp_model.CpSolver().status_name(s) for s in cp_model.CpSolverStatus.__members__.values()}
     assert set(cpsat.STATUS_MAP) == names
+
+
+def test_bench_shows_the_objective_value_before_the_integer(tmp_path, capsys):
+    assert main(["bench", "--solver", "numpy-dp", "--instances", "instances/tiny.json", "--repeats", "1",
+                 "--no-plots", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"best proven objective 275.000000 (integer {275 * 2**20})" in " ".join(out.split())  # rich wraps

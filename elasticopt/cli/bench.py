@@ -188,9 +188,12 @@ def run(args: argparse.Namespace) -> int:
     console.print(summary_table(result))
     shown = result.instances[:MAX_INSTANCE_LINES]
     for rec in shown:
-        best = "no proven optimum" if rec.best_objective is None else f"best proven objective {rec.best_objective}"
-        if rec.best_value is not None:
-            best += f" (value {rec.best_value:.6f})"
+        if rec.best_objective is None:
+            best = "no proven optimum"
+        elif rec.best_value is None:
+            best = f"best proven objective: integer {rec.best_objective}"
+        else:  # the objective value first, then the scaled integer the solvers compare
+            best = f"best proven objective {rec.best_value:.6f} (integer {rec.best_objective})"
         console.print(f"{rec.name}: n={rec.n}, G={rec.G}, table {rec.options} options (of {rec.options_before}) "
                       f"x {rec.capacity + 1} capacities = {rec.dp_ops:.3g} DP ops, compile {_t(rec.compile_s)} "
                       f"+ reduce {_t(rec.reduce_s)}; {best}", highlight=False)
