@@ -59,14 +59,30 @@ def build_parser() -> argparse.ArgumentParser:
 def configure_logging(verbose: int = 0, quiet: int = 0) -> int:
     """Set the level of the ``elasticopt`` loggers: WARNING, 10 lower per ``verbose``, 10 higher per ``quiet``.
 
-    Messages go to stderr through the root handler (added by
-    :func:`logging.basicConfig` unless the root logger already has one).
+    Messages go to stderr through a root handler, added unless the root
+    logger already has one (an application's, or pytest's).
     Returns the level set.
     """
     level = min(max(logging.WARNING + 10 * (quiet - verbose), logging.DEBUG), logging.CRITICAL + 10)
-    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
     logging.getLogger("elasticopt").setLevel(level)
     return level
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A stream handler writing to ``sys.stderr`` as it is when a record comes (callers redirect it)."""
+
+    @property  # type: ignore[override]
+    def stream(self):  # noqa: D102
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
 
 
 def _stdout_closed() -> int:
