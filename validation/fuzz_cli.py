@@ -10,7 +10,9 @@ see :mod:`elasticopt.testing.fuzz`); ``elasticopt solve FILE --json`` runs in
 this process.  Printed: the count per outcome (clean error, solved,
 infeasible, disagree, crash, error without file or path) and, with
 ``--show N``, the first N messages of every class that is not clean.
-Exit code 1 if any file crashed or gave an error without file or path.
+``--details PATH`` writes one JSON line per file, to compare two versions
+file by file.  Exit code 1 if any file crashed or gave an error without file
+or path.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--solver", default="dp", help="solver passed to 'elasticopt solve' (default dp)")
     p.add_argument("--show", type=int, default=2, help="messages shown per bad class (default 2)")
     p.add_argument("--json", action="store_true", help="print the counts as JSON")
+    p.add_argument("--details", default=None, metavar="PATH",
+                   help="also write one JSON line per file (index, source, outcome, exit code, message)")
     args = p.parse_args(argv)
 
     sources = sorted(glob.glob(args.instances))
@@ -47,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     counts: Counter[str] = Counter()
     examples: dict[str, list[str]] = {}
+    details = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="elasticopt-fuzz-") as tmp:
         for i in range(args.files):
@@ -56,9 +61,14 @@ def main(argv: list[str] | None = None) -> int:
             run = run_solve(path, "--solver", args.solver)
             outcome = classify(run, path)
             counts[outcome] += 1
+            message = (run.exception or run.stderr.strip()).replace(path, "FILE")
+            details.append({"index": i, "source": Path(src).name, "outcome": outcome, "code": run.code,
+                            "message": message[:300]})
             if outcome in BAD and len(examples.setdefault(outcome, [])) < args.show:
                 examples[outcome].append((run.exception or run.stderr.strip())[-400:])
     wall_s = time.perf_counter() - t0
+    if args.details:
+        Path(args.details).write_text("".join(json.dumps(d) + "\n" for d in details), encoding="utf-8")
     result = {"files": args.files, "seed": args.seed, "solver": args.solver, "wall_s": round(wall_s, 1),
               "counts": {k: counts[k] for k in OUTCOMES}}
     if args.json:
