@@ -273,8 +273,13 @@ class TorchrunBackend:
             cwd=payload.get("cwd"),
         )  # fmt: skip
 
-    def adopt(self, spec: GenerationSpec, event: Mapping[str, Any]) -> GenerationProcess:
-        """The generation a killed launcher started (its ``generation_start`` journal event): watched by pid."""
+    def adopt(self, spec: GenerationSpec, event: Mapping[str, Any]) -> GenerationProcess | None:
+        """The generation a killed launcher started (its ``generation_start`` journal event): watched by pid.
+
+        None when another backend started it (no process of ours to watch).
+        """
+        if event.get("backend", self.name) != self.name or "pid" not in event:
+            return None
         return GenerationProcess.adopt(spec, int(event["pid"]), event.get("start_ticks"), float(event["started_at"]))
 
     def close(self) -> None:

@@ -44,10 +44,12 @@ process with the values given to :meth:`Trainer.from_env`.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,12 +72,28 @@ from elasticopt.launcher.protocol import (
     write_status,
 )
 
-__all__ = ["Trainer", "MicroBatch", "load_latest_checkpoint", "save_checkpoint", "ENV_CHECKPOINT_DELAY"]
+__all__ = ["Trainer", "MicroBatch", "kept", "load_latest_checkpoint", "save_checkpoint", "ENV_CHECKPOINT_DELAY"]
 
 ENV_CHECKPOINT_DELAY = "ELASTICOPT_CHECKPOINT_DELAY_S"
 """Fault injection for tests: seconds to wait between writing a checkpoint's temp file and renaming it."""
 
 log = logging.getLogger(__name__)
+
+_KEPT: dict[Any, Any] = {}  # what a warm worker process keeps between generations
+
+
+def kept(key: Any, factory: Callable[[], Any]) -> Any:
+    """``factory()`` built once per process and kept for the next generations run by this process.
+
+    Under the ray backend a warm worker process runs generation after
+    generation of a job: what is kept here (a data set, a tokenizer) is not
+    built again.  Under ``torchrun`` every generation is a new process, so it
+    is built every time.  Keep only what training never changes; for the
+    model use :meth:`Trainer.warm_model`.
+    """
+    if key not in _KEPT:
+        _KEPT[key] = factory()
+    return _KEPT[key]
 
 
 @dataclass(frozen=True)
@@ -228,6 +246,28 @@ class Trainer:
     def lr(self) -> float:
         """The learning rate of the next optimizer step (ramp included)."""
         return self.lr_ramp.lr_at(self.step_count)
+
+    def warm_model(self, factory: Callable[[], torch.nn.Module], key: str = "model") -> torch.nn.Module:
+        """The job's model, constructed by ``factory`` once per worker process and kept warm.
+
+        A later generation run by the same process (ray backend) gets the same
+        module back, its parameters reset to their initial values (and the
+        torch RNG to its state after construction), so the job cannot tell
+        it from a fresh ``factory()``; :meth:`attach` then loads the checkpoint
+        over them as usual.  Under ``torchrun`` this is ``factory()``.
+        """
+        slot = ("warm_model", self.spec.job_dir, key)
+        for stale in [k for k in _KEPT if isinstance(k, tuple) and k[:1] == ("warm_model",)
+                      and k[1] != self.spec.job_dir]:
+            del _KEPT[stale]  # another job's model: this process serves one job at a time
+        if slot not in _KEPT:
+            model = factory()
+            _KEPT[slot] = (model, copy.deepcopy(model.state_dict()), torch.get_rng_state())
+            return model
+        model, initial, rng = _KEPT[slot]
+        model.load_state_dict(initial)
+        torch.set_rng_state(rng)
+        return model
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Move to the device and wrap in DistributedDataParallel when k > 1."""

@@ -21,7 +21,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from elasticopt.launcher.trainer import Trainer
+from elasticopt.launcher.trainer import Trainer, kept
 
 
 def make_data(n: int, features: int, classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,9 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         ramp_steps=a.ramp_steps, seed=a.seed, batch=a.batch, max_local=a.max_local,
         total_samples=a.total_samples, job_dir=a.job_dir,
     )  # fmt: skip
-    x, y = make_data(a.dataset_size, a.features, a.classes, a.data_seed)
+    # built once per worker process: a warm worker (ray backend) keeps them for its next generations
+    x, y = kept(("data", a.dataset_size, a.features, a.classes, a.data_seed),
+                lambda: make_data(a.dataset_size, a.features, a.classes, a.data_seed))
     torch.manual_seed(a.seed)
-    model = tr.prepare_model(make_model(a.features, a.hidden, a.classes))
+    model = tr.prepare_model(tr.warm_model(lambda: make_model(a.features, a.hidden, a.classes)))
     opt = torch.optim.SGD(model.parameters(), lr=a.base_lr, momentum=a.momentum)
     resumed = tr.attach(model, opt)
     if tr.is_main:
