@@ -5,6 +5,8 @@ Examples::
     elasticopt launch jobs.json --cpu-slots 2 --out runs/try1
     elasticopt launch jobs.json --gpus 8 --policy elastic --solver dp --out runs/a
     elasticopt launch jobs.json --gpus 8 --out runs/a      # again after a crash: resumes
+    elasticopt launch jobs.json --backend ray --cpu-slots 2 --out runs/r   # a local Ray instance, warm workers
+    elasticopt launch jobs.json --backend ray --address 10.0.0.1:6379 --out /shared/runs/r   # a Ray cluster
 
 The JOBS_FILE format is described in :mod:`elasticopt.launcher.jobsfile`
 (``python -c "import elasticopt.launcher.jobsfile as j; help(j)"``).
@@ -24,17 +26,25 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``launch`` subcommand."""
     p = subparsers.add_parser(
         "launch",
-        help="run real training jobs on this machine under the autoscaler",
-        description="Run the jobs of JOBS_FILE (format elasticopt-jobs/1) as torchrun process groups on "
-        "this machine's GPUs (or CPU slots), started and rescaled by the autoscaler. Writes jobs.csv, "
-        "timeline.csv and summary.json like 'elasticopt simulate', plus workload.json to simulate the "
-        "same jobs. Re-running on the same --out resumes a run whose launcher was killed.",
+        help="run real training jobs under the autoscaler (torchrun here, or a Ray cluster)",
+        description="Run the jobs of JOBS_FILE (format elasticopt-jobs/1), started and rescaled by the "
+        "autoscaler: as torchrun process groups on this machine's GPUs (or CPU slots), the default, or with "
+        "--backend ray on the warm workers of a Ray cluster (a local instance, or --address). Writes "
+        "jobs.csv, timeline.csv and summary.json like 'elasticopt simulate', plus workload.json to simulate "
+        "the same jobs. Re-running on the same --out resumes a run whose launcher was killed.",
     )
     p.add_argument("jobs_file", metavar="JOBS_FILE", help="JSON jobs file (format elasticopt-jobs/1)")
+    p.add_argument("--backend", choices=["torchrun", "ray"], default="torchrun",
+                   help="torchrun: new processes per generation on this machine (default); ray: warm worker "
+                   "actors on a Ray cluster, rescaled in well under a second (needs elasticopt[ray])")
+    p.add_argument("--address", default=None,
+                   help="ray: join the Ray cluster at ADDR (host:port, or 'auto'); default: start a local Ray "
+                   "instance for this run. The run directory must be on a file system every node sees")
     dev = p.add_mutually_exclusive_group()
-    dev.add_argument("--gpus", type=int, default=None, help="use the first N GPUs of this machine")
+    dev.add_argument("--gpus", type=int, default=None,
+                     help="use the first N GPUs of this machine (ray: of the cluster)")
     dev.add_argument("--cpu-slots", type=int, default=None,
-                     help="use N CPU slots (one core per worker) instead of GPUs")
+                     help="use N CPU slots (one core per worker) instead of GPUs (ray: N CPUs of the cluster)")
     p.add_argument("--policy", default="elastic", help="scheduling policy (default elastic)")
     p.add_argument("--solver", default="dp", help="solver of the elastic policy (default dp)")
     p.add_argument("--out", default="elasticopt-launch", help="run directory (default ./elasticopt-launch)")
@@ -72,23 +82,49 @@ def run(args: argparse.Namespace) -> int:
     """Run the launch; returns 0 when every job completed, 1 if some failed, 130 if interrupted."""
     import logging
 
-    from rich.console import Console
-    from rich.live import Live
-
+    from elasticopt.errors import ValidationError
     from elasticopt.launcher.devices import DevicePool
-    from elasticopt.launcher.driver import LaunchConfig, launch
     from elasticopt.launcher.jobsfile import load_jobs
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     specs = load_jobs(args.jobs_file)
-    pool = DevicePool.detect(gpus=args.gpus, cpu_slots_n=args.cpu_slots)
+    if args.address and args.backend != "ray":
+        raise ValidationError("--address", "--backend ray (torchrun runs on this machine)", args.address)
+    pool = _ray_pool(args) if args.backend == "ray" else DevicePool.detect(gpus=args.gpus, cpu_slots_n=args.cpu_slots)
+    try:
+        return _launch(args, specs, pool)
+    finally:
+        if args.backend == "ray":
+            import ray  # noqa: PLC0415
+
+            ray.shutdown()
+
+
+def _ray_pool(args: argparse.Namespace):
+    """Connect to Ray (a local instance unless --address) and return the cluster's devices."""
+    from elasticopt.launcher import ray_backend  # noqa: PLC0415 - optional extra
+    from elasticopt.launcher.devices import cpu_slots  # noqa: PLC0415
+
+    local_cpus = None if args.address else (args.cpu_slots or (0 if args.gpus else len(cpu_slots())))
+    ray_backend.connect(args.address, num_cpus=local_cpus, num_gpus=None if args.address else args.gpus)
+    return ray_backend.cluster_pool("cpu" if args.cpu_slots else ("cuda" if args.gpus else None),
+                                    max_devices=args.gpus or args.cpu_slots)  # fmt: skip
+
+
+def _launch(args: argparse.Namespace, specs, pool) -> int:
+    from rich.console import Console  # noqa: PLC0415
+    from rich.live import Live  # noqa: PLC0415
+
+    from elasticopt.launcher.driver import LaunchConfig, launch  # noqa: PLC0415
+
     config = LaunchConfig(
-        policy=args.policy, solver=args.solver, restart_cost_s=args.restart_cost_s,
+        policy=args.policy, solver=args.solver, backend=args.backend, restart_cost_s=args.restart_cost_s,
         tick_s=args.tick_s or None, stop_timeout_s=args.stop_timeout_s, max_restarts=args.max_restarts,
         payback=not args.no_payback,
     )  # fmt: skip
     console = Console(stderr=True)
-    console.print(f"launching {len(specs)} job(s) on {pool.size} {pool.kind} device(s) {list(pool.ids)}; "
+    where = f"{len(set(pool.nodes))} Ray node(s)" if args.backend == "ray" else "this machine"
+    console.print(f"launching {len(specs)} job(s) on {pool.size} {pool.kind} device(s) {list(pool.ids)} of {where}; "
                   f"policy {args.policy}, solver {args.solver}; run directory {args.out}")  # fmt: skip
     if args.quiet or not console.is_terminal:
         result = launch(specs, args.out, pool, config)

@@ -207,7 +207,9 @@ class RayGeneration:
         p = self.payload
         env = {str(k): str(v) for k, v in dict(p.get("env", {})).items()}
         local: dict[str, int] = {}
-        for rank, worker in enumerate(self.workers):
+        # mode "python": one process plays every worker (reads k from its spec): rank 0 only
+        ranks = self.workers if p.get("mode", "torchrun") == "torchrun" else self.workers[:1]
+        for rank, worker in enumerate(ranks):
             node = self.nodes[rank]
             local[node] = local.get(node, -1) + 1
             self._refs.append(worker.run.remote(

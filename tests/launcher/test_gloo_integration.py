@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from launcher_helpers import run_until
+from mlp_helpers import ARGS, MLP, TOTAL, assert_same_params, gen_log, mlp_spec, reference_run, status
 
 import elasticopt.launcher.examples.mlp_job as mlp_job
 from elasticopt.launcher.devices import DevicePool
@@ -24,43 +25,7 @@ from elasticopt.launcher.trainer import load_latest_checkpoint
 from elasticopt.models import MeasuredThroughput
 from elasticopt.scheduling.executor import JobSpec, Phase
 
-MLP = str(Path(mlp_job.__file__))
-ARGS = ["--dataset-size", "2048", "--hidden", "64", "--sleep-per-step", "0.03"]
-TOTAL = 128 * 60
-
 pytestmark = pytest.mark.slow
-
-
-def mlp_spec(job_id: str, max_local: int, total: int = TOTAL, ckpt_s: float = 30.0, **payload) -> JobSpec:
-    return JobSpec(
-        id=job_id, throughput=MeasuredThroughput.from_rows([[1, 64, 1.0], [2, 128, 2.0]]),
-        batch_min=64, batch_max=256, max_local=max_local, total_samples=total,
-        payload={"script": MLP, "args": ARGS, "checkpoint_every_s": ckpt_s, **payload},
-    )  # fmt: skip
-
-
-def gen_log(run: Path, job: str, gen: int) -> str:
-    return (run / "jobs" / job / f"gen-{gen:04d}" / "log.txt").read_text()
-
-
-def status(run: Path, job: str, gen: int) -> dict:
-    return json.loads((run / "jobs" / job / f"gen-{gen:04d}" / "status.json").read_text())
-
-
-def _reference(job_dir: Path, batch: int, total: int) -> dict:
-    """The same job without the launcher: one process, no interruption (resumes its own checkpoint)."""
-    subprocess.run(
-        [sys.executable, MLP, *ARGS[:4], "--batch", str(batch), "--max-local", "256",
-         "--total-samples", str(total), "--job-dir", str(job_dir)],
-        check=True, capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=120,
-    )  # fmt: skip
-    return load_latest_checkpoint(job_dir)
-
-
-def _assert_same_params(a: dict, b: dict) -> None:
-    assert a["position"] == b["position"] and a["step"] == b["step"]
-    for name, p in b["model"].items():
-        assert torch.allclose(a["model"][name], p, rtol=1e-4, atol=1e-6), name
 
 
 def test_rescale_2_1_2_resumes_exactly_and_matches_uninterrupted(tmp_path):
@@ -99,9 +64,9 @@ def test_rescale_2_1_2_resumes_exactly_and_matches_uninterrupted(tmp_path):
 
     # constant global batch (accumulation on one worker): equal to an uninterrupted run
     ref = tmp_path / "ref"
-    _assert_same_params(torch.load(at_gen2_end, weights_only=False), _reference(ref, 128, positions[1]))
+    assert_same_params(torch.load(at_gen2_end, weights_only=False), reference_run(ref, 128, positions[1]))
     # then the batch change at the same position, on one process: equal again
-    _assert_same_params(final, _reference(ref, 256, TOTAL))
+    assert_same_params(final, reference_run(ref, 256, TOTAL))
     torch.manual_seed(0)  # and it did learn: not the initial parameters
     assert not torch.allclose(mlp_job.make_model(32, 64, 10).state_dict()["0.weight"], final["model"]["0.weight"])
 
