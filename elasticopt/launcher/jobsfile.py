@@ -28,7 +28,9 @@ given once in ``defaults``):
 
 ``script``
     The training script; a path relative to the JOBS_FILE, or
-    ``example:mlp`` / ``example:fake`` for the bundled examples.  Required.
+    ``example:mlp`` (the trainer helper), ``example:plain`` (plain
+    ``torch.distributed``) or ``example:fake`` (no torch) for the bundled
+    examples.  Required.
 ``args``
     List of command-line arguments for the script (default none).
 ``mode``
@@ -64,7 +66,8 @@ __all__ = ["JOBS_FORMAT", "LAUNCHER_KEYS", "load_jobs", "resolve_script", "EXAMP
 JOBS_FORMAT = "elasticopt-jobs/1"
 LAUNCHER_KEYS = ("script", "args", "mode", "env", "checkpoint_every_s", "cwd")
 _EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
-EXAMPLES = {"example:mlp": _EXAMPLES_DIR / "mlp_job.py", "example:fake": _EXAMPLES_DIR / "fake_job.py"}
+EXAMPLES = {"example:mlp": _EXAMPLES_DIR / "mlp_job.py", "example:plain": _EXAMPLES_DIR / "plain_ddp_job.py",
+            "example:fake": _EXAMPLES_DIR / "fake_job.py"}
 
 
 def resolve_script(script: str, base_dir: Path) -> str:
@@ -79,7 +82,7 @@ def _launcher_payload(entry: dict[str, Any], defaults: dict[str, Any], file: str
     merged = {**defaults, **{k: entry[k] for k in LAUNCHER_KEYS if k in entry}}
     script = merged.get("script")
     if not isinstance(script, str) or not script.strip():
-        raise InstanceError(file, f"{path}.script", "a script path or 'example:mlp' / 'example:fake'", script)
+        raise InstanceError(file, f"{path}.script", "a script path or one of " + ", ".join(EXAMPLES), script)
     args = merged.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
         raise InstanceError(file, f"{path}.args", "a list of strings", args)

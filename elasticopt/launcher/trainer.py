@@ -31,11 +31,14 @@ and b and resumes from the checkpoint.  The helper handles all of it::
   permutation of the dataset); step s reads stream positions
   ``[p, p + b)`` split into k equal parts, so the data never depends on k and a
   resumed job neither repeats nor skips a sample;
-- a coordinated stop: rank 0 reads the launcher's control file, an all-reduce
-  makes every rank stop after the same step; checkpoints (model, optimizer,
-  scheduler, stream position, step, lr ramp, RNG state of rank 0, ``tr.extra``)
-  are written by rank 0 to a temp file, fsynced and renamed;
-- measured samples/s is written by rank 0 to the generation's status file.
+- the launcher's protocol (:class:`~elasticopt.launcher.elastic.ElasticRun`,
+  ``tr.run``): a coordinated stop (rank 0 reads the launcher's control file, an
+  all-reduce makes every rank stop after the same step); checkpoints (model,
+  optimizer, scheduler, stream position, step, lr ramp, RNG state of rank 0,
+  ``tr.extra``) written by rank 0 to a temp file, fsynced and renamed;
+  measured samples/s written by rank 0 to the generation's status file;
+- warm workers (ray backend): :meth:`Trainer.warm_model` and :func:`kept` keep
+  the constructed model and the data in the worker process between generations.
 
 Run without the launcher (plain ``python script.py``) it trains alone on one
 process with the values given to :meth:`Trainer.from_env`.
@@ -48,34 +51,18 @@ import copy
 import logging
 import os
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
+from elasticopt.launcher.elastic import ElasticRun
 from elasticopt.launcher.plan import BatchPlan, LRRamp, rank_slice, scaled_lr, split_batch
-from elasticopt.launcher.protocol import (
-    ENV_SPEC,
-    GenerationSpec,
-    GenerationStatus,
-    RunState,
-    checkpoint_dir,
-    checkpoint_path,
-    list_checkpoints,
-    prune_checkpoints,
-    read_spec,
-    stop_requested,
-    write_status,
-)
+from elasticopt.launcher.protocol import ENV_SPEC, GenerationSpec, read_spec
 
-__all__ = ["Trainer", "MicroBatch", "kept", "load_latest_checkpoint", "save_checkpoint", "ENV_CHECKPOINT_DELAY"]
-
-ENV_CHECKPOINT_DELAY = "ELASTICOPT_CHECKPOINT_DELAY_S"
-"""Fault injection for tests: seconds to wait between writing a checkpoint's temp file and renaming it."""
+__all__ = ["Trainer", "MicroBatch", "kept"]
 
 log = logging.getLogger(__name__)
 
@@ -109,43 +96,6 @@ class MicroBatch:
     last: bool
 
 
-def save_checkpoint(job_dir: str | os.PathLike[str], samples: int, state: dict[str, Any], keep: int = 2) -> Path:
-    """Write ``state`` as the checkpoint of position ``samples``: temp file, fsync, rename."""
-    final = checkpoint_path(job_dir, samples)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    delay = float(os.environ.get(ENV_CHECKPOINT_DELAY, "0") or 0)
-    if delay > 0:  # fault injection: widen the window in which a kill finds a half-done checkpoint
-        time.sleep(delay)
-    os.replace(tmp, final)
-    dfd = os.open(final.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-    prune_checkpoints(job_dir, keep)
-    for stale in checkpoint_dir(job_dir).glob(".ckpt-*.tmp"):
-        if stale != tmp:
-            stale.unlink(missing_ok=True)
-    return final
-
-
-def load_latest_checkpoint(job_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The newest readable checkpoint (an unreadable newest one falls back to the previous)."""
-    for samples, path in list_checkpoints(job_dir):
-        if path.suffix != ".pt":
-            continue
-        try:
-            return torch.load(path, map_location="cpu", weights_only=False)
-        except Exception as exc:  # noqa: BLE001 - a torn or corrupt file, whatever torch raises
-            log.warning("checkpoint %s unreadable (%s): trying the previous one", path, exc)
-    return None
-
-
 class Trainer:
     """Elastic data-parallel training for one generation (see the module docstring)."""
 
@@ -167,21 +117,9 @@ class Trainer:
         self.ramp_steps = ramp_steps
         self.seed = seed
         self.dataset_size = dataset_size
-        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
-        self.rank = int(os.environ.get("RANK", "0"))
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        if self.world_size != spec.gpus:
-            log.warning("WORLD_SIZE=%d but the spec asks for %d workers", self.world_size, spec.gpus)
-        self.distributed = self.world_size > 1
-        if self.rank == 0:
-            spec.gen_dir.mkdir(parents=True, exist_ok=True)
-        if spec.device_kind == "cuda":
-            torch.cuda.set_device(self.local_rank)
-            self.device = torch.device("cuda", self.local_rank)
-        else:
-            self.device = torch.device("cpu")
-        if self.distributed and not dist.is_initialized():
-            dist.init_process_group(spec.backend)
+        self.run = ElasticRun(spec)  # rank, world size, device, process group; stop, checkpoint, status
+        self.world_size, self.rank, self.local_rank = self.run.world_size, self.run.rank, self.run.local_rank
+        self.distributed, self.device = self.run.distributed, self.run.device
         self.plan: BatchPlan = split_batch(spec.batch, self.world_size, spec.max_local)
         self.position = 0  # samples of the stream consumed
         self.step_count = 0  # optimizer steps taken by the job (all generations)
@@ -190,15 +128,7 @@ class Trainer:
         self.model: torch.nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: Any = None
-        self._stopping = False
         self._perm_cache: dict[int, torch.Tensor] = {}
-        self._last_ckpt = time.time()
-        self._last_status = 0.0
-        self._first_step_at: float | None = None
-        self._rate_t0: float | None = None
-        self._rate_p0 = 0
-        self._ckpt_samples: int | None = None
-        self.samples_per_s: float | None = None
 
     # ----------------------------------------------------------- construction
     @classmethod
@@ -280,7 +210,7 @@ class Trainer:
     def attach(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any = None) -> bool:
         """Register what is checkpointed and resume from the newest checkpoint; True if resumed."""
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
-        ck = load_latest_checkpoint(self.spec.job_dir)
+        ck = self.run.load()
         if ck is None:
             return False
         self._raw_model().load_state_dict(ck["model"])
@@ -288,7 +218,6 @@ class Trainer:
         if scheduler is not None and ck.get("scheduler") is not None:
             scheduler.load_state_dict(ck["scheduler"])
         self.position, self.step_count = int(ck["position"]), int(ck["step"])
-        self._ckpt_samples = self.position
         self.extra = dict(ck.get("extra", {}))
         ramp = LRRamp(**ck["lr_ramp"])
         if int(ck["batch"]) != self.spec.batch:
@@ -343,7 +272,12 @@ class Trainer:
     # ------------------------------------------------------------------- step
     def done(self) -> bool:
         """True when the job processed all its samples or the generation must stop."""
-        return self._stopping or self.position >= self.spec.total_samples
+        return self.run.stopping or self.position >= self.spec.total_samples
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """Measured rate of this generation."""
+        return self.run.samples_per_s
 
     def step(self) -> None:
         """Optimizer step at the rule's lr, then advance, coordinate a stop, checkpoint, report."""
@@ -360,36 +294,18 @@ class Trainer:
             self.scheduler.step()
         self.position += self.spec.batch
         self.step_count += 1
-        now = time.time()
-        if self._first_step_at is None:
-            self._first_step_at = now
-            self._rate_t0, self._rate_p0 = now, self.position
-        elif now > self._rate_t0:
-            self.samples_per_s = (self.position - self._rate_p0) / (now - self._rate_t0)
-        stop = self.is_main and stop_requested(self.spec.gen_dir)
-        ckpt = self.is_main and now - self._last_ckpt >= self.spec.checkpoint_every_s
-        if self.distributed:
-            flags = torch.tensor([int(stop), int(ckpt)], device=self.device)
-            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-            stop, ckpt = bool(flags[0]), bool(flags[1])
-        if stop:
-            self._stopping = True
-        if (ckpt or stop) and self.position < self.spec.total_samples:
-            self.checkpoint()
-        if stop:
-            self._status(RunState.STOPPED, stopped_at=time.time())
-        elif self._last_status == 0.0 or now - self._last_status >= self.spec.status_every_s:
-            self._status(RunState.RUNNING)
+        self.run.step(self.position, self._state)
 
     def checkpoint(self) -> None:
         """Write a checkpoint of the current position (rank 0; the others return at once)."""
-        self._last_ckpt = time.time()
-        if not self.is_main:
-            return
+        self.run.save(self.position, self._state)
+
+    def _state(self) -> dict[str, Any]:
+        """What a checkpoint holds (built on rank 0 when one is written)."""
         rng: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state_all()
-        state = {
+        return {
             "model": self._raw_model().state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
@@ -401,23 +317,7 @@ class Trainer:
             "rng": rng,
             "extra": self.extra,
         }
-        save_checkpoint(self.spec.job_dir, self.position, state)
-        self._ckpt_samples = self.position
-
-    def _status(self, state: RunState, **extra: Any) -> None:
-        if not self.is_main:
-            return
-        self._last_status = time.time()
-        write_status(self.spec.gen_dir, GenerationStatus(
-            state=state, generation=self.spec.generation, step=self.step_count,
-            samples_done=self.position, samples_per_s=self.samples_per_s,
-            first_step_at=self._first_step_at, checkpoint_samples=self._ckpt_samples, **extra,
-        ))  # fmt: skip
 
     def finish(self) -> None:
         """End the generation: the final checkpoint and status when complete, then leave the group."""
-        if not self._stopping and self.position >= self.spec.total_samples:
-            self.checkpoint()
-            self._status(RunState.COMPLETED)
-        if self.distributed and dist.is_initialized():
-            dist.destroy_process_group()
+        self.run.finish(self.position, self._state)

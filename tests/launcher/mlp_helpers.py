@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 import elasticopt.launcher.examples.mlp_job as mlp_job
-from elasticopt.launcher.trainer import load_latest_checkpoint
+from elasticopt.launcher.elastic import load_latest_checkpoint
 from elasticopt.models import MeasuredThroughput
 from elasticopt.scheduling.executor import JobSpec
 

@@ -21,7 +21,7 @@ from elasticopt.launcher.devices import DevicePool
 from elasticopt.launcher.torchrun import TorchrunExecutor
 from elasticopt.launcher.journal import replay
 from elasticopt.launcher.protocol import checkpoint_dir, list_checkpoints
-from elasticopt.launcher.trainer import load_latest_checkpoint
+from elasticopt.launcher.elastic import load_latest_checkpoint
 from elasticopt.models import MeasuredThroughput
 from elasticopt.scheduling.executor import JobSpec, Phase
 

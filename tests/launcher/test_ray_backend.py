@@ -26,7 +26,7 @@ from elasticopt.launcher.jobsfile import EXAMPLES
 from elasticopt.launcher.journal import replay
 from elasticopt.launcher.protocol import list_checkpoints
 from elasticopt.launcher.ray_backend import RayExecutor, cluster_pool, connect
-from elasticopt.launcher.trainer import load_latest_checkpoint
+from elasticopt.launcher.elastic import load_latest_checkpoint
 from elasticopt.scheduling.executor import Phase
 from elasticopt.scheduling.records import read_jobs_csv
 
@@ -211,3 +211,28 @@ def test_cli_ray_backend_completes_the_example_jobs(cluster, tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["metrics"]["completed"] == len(doc["jobs"])
     assert all(j["lost_samples"] == 0 for j in summary["jobs"].values())
+
+
+@pytest.mark.parametrize("backend", ["ray", "torchrun"])
+def test_plain_torch_distributed_job_is_elastic_on_both_backends(backend, cluster, tmp_path):
+    """The plain DDP example (its own loop and torch.save checkpoints) rescaled 2 -> 1 resumes at the sample."""
+    from elasticopt.launcher.devices import DevicePool
+    from elasticopt.launcher.driver import make_executor
+
+    run = tmp_path / "run"
+    pool = cluster_pool() if backend == "ray" else DevicePool("cpu", (0, 1))
+    ex = make_executor(backend, run, pool)
+    try:
+        spec = mlp_spec("p", max_local=128, total=64 * 300, script=str(EXAMPLES["example:plain"]),
+                        args=["--dataset-size", "1024", "--sleep-per-step", "0.02"])  # fmt: skip
+        ex.start(spec, 2, 128)
+        run_until(ex, lambda: ex.progress("p").phase is Phase.RUNNING and ex.progress("p").samples_done > 1000,
+                  timeout_s=120)  # fmt: skip
+        ex.rescale("p", 1, 64)
+        run_until(ex, lambda: ex.progress("p").phase is Phase.COMPLETED, timeout_s=120)
+    finally:
+        ex.shutdown(timeout_s=10, kill=True)
+    st = status(run, "p", 1)
+    assert st["state"] == "stopped" and st["samples_done"] == st["checkpoint_samples"] > 0
+    assert f"k=1 b=64 resumed at sample {st['samples_done']}" in gen_log(run, "p", 2)
+    assert ex.jobs["p"].account.lost_samples == 0 and ex.progress("p").samples_done == 64 * 300
