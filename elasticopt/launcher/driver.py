@@ -254,5 +254,7 @@ def launch(
             executor.shutdown(timeout_s=config.stop_timeout_s)
         except KeyboardInterrupt:
             executor.shutdown(timeout_s=0, kill=True)
+    else:
+        executor.backend.close()  # every job ended: the ray backend's warm workers go
     records, summary = _write(out, scaler, executor, specs, config, pool)
     return LaunchResult(tuple(records), summary, out, interrupted)

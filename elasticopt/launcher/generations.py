@@ -18,7 +18,8 @@ with one worker group per job *generation*; a backend starts them
 Calls never block: the driver calls :meth:`GenerationExecutor.poll`
 regularly, which reads the generations' status files, reaps exits, starts
 pending generations and makes every listener callback (never from inside
-start/rescale/stop).  Where a job is between generations is the state machine
+start/rescale/stop).  A backend (:mod:`elasticopt.launcher.backend`) starts the
+generations; where a job is between generations is the state machine
 of :mod:`elasticopt.launcher.jobstate`.  Everything that must survive the
 launcher goes to the :class:`~elasticopt.launcher.journal.Journal` first;
 :meth:`GenerationExecutor.recover` finds the jobs of a killed launcher again.
@@ -32,8 +33,8 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
 
+from elasticopt.launcher.backend import GenerationBackend
 from elasticopt.launcher.devices import DevicePool
 from elasticopt.launcher.jobstate import JobState, LaunchedJob, StopMode
 from elasticopt.launcher.journal import Journal
@@ -51,43 +52,9 @@ from elasticopt.launcher.protocol import (
 from elasticopt.launcher.recovery import Outcome, RecoveredJob, recovered_jobs
 from elasticopt.scheduling.executor import Executor, JobProgress, JobSpec, Phase
 
-__all__ = ["GenerationExecutor", "GenerationBackend", "GenerationHandle"]
+__all__ = ["GenerationExecutor"]
 
 log = logging.getLogger(__name__)
-
-
-class GenerationHandle(Protocol):
-    """One running generation, as a backend hands it over."""
-
-    spec: GenerationSpec
-    log_path: Path
-
-    def poll(self) -> int | None:
-        """None while it runs; its exit code once every worker ended (0 = clean)."""
-
-    def kill(self) -> None:
-        """End every worker of the generation at once (no checkpoint)."""
-
-    def wait(self, timeout_s: float) -> int | None:
-        """Poll until it ends or ``timeout_s`` passes."""
-
-    def journal_fields(self) -> dict[str, Any]:
-        """What the journal keeps so that a restarted launcher may find the generation again."""
-
-
-class GenerationBackend(Protocol):
-    """Starts generations (the one part that differs between local processes and a Ray cluster)."""
-
-    name: str
-
-    def spawn(self, spec: GenerationSpec, payload: Mapping[str, Any]) -> GenerationHandle:
-        """Start generation ``spec`` of a job with the job's payload (script, args...); raises OSError."""
-
-    def adopt(self, spec: GenerationSpec, event: Mapping[str, Any]) -> GenerationHandle | None:
-        """A generation an earlier launcher started (its journal event), or None when it cannot have survived."""
-
-    def close(self) -> None:
-        """Release what the backend holds (after every generation ended)."""
 
 
 class GenerationExecutor(Executor):
@@ -100,7 +67,7 @@ class GenerationExecutor(Executor):
     pool
         The devices to hand out.
     backend
-        What starts a generation (:class:`GenerationBackend`).
+        What starts a generation (:class:`~elasticopt.launcher.backend.GenerationBackend`).
     stop_timeout_s
         A generation asked to stop that has not exited after this long is
         killed (its progress since the last checkpoint is lost and counted).
@@ -436,7 +403,7 @@ class GenerationExecutor(Executor):
         """Find the jobs of an earlier launcher of this run directory again.
 
         Completed and failed jobs are restored as such; an open generation is
-        adopted when the backend can (:meth:`GenerationBackend.adopt`), else
+        adopted when the backend can (:meth:`~elasticopt.launcher.backend.GenerationBackend.adopt`), else
         it is closed in the journal (progress since its last checkpoint
         counted as lost) and the job waits in the queue at that checkpoint.
 

@@ -5,10 +5,13 @@ it, in ``<out>/journal.jsonl``.  Events::
 
     {"event": "session", "t0": 1716..., "time": ...}           # t0: the run's time origin
     {"event": "generation_start", "job_id", "generation", "gpus", "batch",
-     "devices", "pid", "start_ticks", "started_at", "log"}
-    {"event": "stop_requested", "job_id", "generation", "reason", "time"}
+     "devices", "backend", "started_at", "log", ...}
+        # torchrun adds "pid", "start_ticks" (to adopt it again); ray adds "nodes" (of every rank)
+    {"event": "stop_requested", "job_id", "generation", "reason", "time"}   # reason: rescale | preempt
     {"event": "generation_end", "job_id", "generation", "rc", "reason",
      "samples_done", "checkpoint_samples", "lost_samples", "time"}
+        # reason: stopped | completed | crashed | stop-killed | orphaned (died with the launcher)
+    {"event": "rescale_downtime", "job_id", "generation", "downtime_s"}
     {"event": "throughput", "job_id", "gpus", "batch", "samples_per_s"}
     {"event": "completed", "job_id", "time", "samples_done"}
     {"event": "failed", "job_id", "time", "reason"}

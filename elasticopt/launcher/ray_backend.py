@@ -77,7 +77,8 @@ def connect(address: str | None = None, *, num_cpus: int | None = None, num_gpus
     if address:
         ray.init(address=address, **quiet)
     else:
-        ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, **quiet)
+        # "local": a new instance even where another Ray cluster runs on this machine
+        ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, **quiet)
 
 
 def cluster_pool(kind: str | None = None, max_devices: int | None = None) -> DevicePool:

@@ -1,7 +1,7 @@
 """Taking over jobs an earlier driver already ran (a restarted launcher).
 
 A launcher killed and restarted finds its jobs again on the executor
-(:meth:`elasticopt.launcher.executor.LauncherExecutor.recover`): some still
+(:meth:`elasticopt.launcher.generations.GenerationExecutor.recover`): some still
 running on a known (gpus, batch), some queued at a checkpoint, some finished.
 The new autoscaler must not start them again, yet its decisions and records
 must count them as if it had run them from the beginning.  The functions here

@@ -22,8 +22,7 @@ from elasticopt.launcher.torchrun import TorchrunExecutor
 from elasticopt.launcher.journal import replay
 from elasticopt.launcher.protocol import checkpoint_dir, list_checkpoints
 from elasticopt.launcher.elastic import load_latest_checkpoint
-from elasticopt.models import MeasuredThroughput
-from elasticopt.scheduling.executor import JobSpec, Phase
+from elasticopt.scheduling.executor import Phase
 
 pytestmark = pytest.mark.slow
 

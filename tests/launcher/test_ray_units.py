@@ -108,3 +108,15 @@ def test_base_package_and_launcher_import_without_torch_or_ray():
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
+
+
+def test_gpu_launcher_check_refuses_without_a_gpu():
+    import os
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "validation" / "gpu_launcher_check.py"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # this machine, whatever it has, seen without GPUs
+    res = subprocess.run([sys.executable, str(script), "--backend", "both"], capture_output=True, text=True,
+                         env=env, timeout=120)  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert "no GPU on this machine" in res.stderr and "Nothing was run" in res.stderr and res.stdout == ""

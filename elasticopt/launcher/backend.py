@@ -1,0 +1,53 @@
+"""What a launcher backend provides: starting generations, and the handle of a running one.
+
+:class:`~elasticopt.launcher.generations.GenerationExecutor` drives any
+:class:`GenerationBackend`; two exist: :class:`~elasticopt.launcher.torchrun.TorchrunBackend`
+(new local processes per generation) and :class:`~elasticopt.launcher.ray_backend.RayBackend`
+(warm worker actors on a Ray cluster).  Both speak the same file protocol
+with the job (:mod:`elasticopt.launcher.protocol`): the executor reads a
+generation's status and writes its stop request itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from elasticopt.launcher.protocol import GenerationSpec
+
+__all__ = ["GenerationBackend", "GenerationHandle"]
+
+
+class GenerationHandle(Protocol):
+    """One running generation, as a backend hands it over."""
+
+    spec: GenerationSpec
+    log_path: Path
+
+    def poll(self) -> int | None:
+        """None while it runs; its exit code once every worker ended (0 = clean)."""
+
+    def kill(self) -> None:
+        """End every worker of the generation at once (no checkpoint)."""
+
+    def wait(self, timeout_s: float) -> int | None:
+        """Poll until it ends or ``timeout_s`` passes."""
+
+    def journal_fields(self) -> dict[str, Any]:
+        """What the journal keeps so that a restarted launcher may find the generation again."""
+
+
+class GenerationBackend(Protocol):
+    """Starts generations (the one part that differs between local processes and a Ray cluster)."""
+
+    name: str
+
+    def spawn(self, spec: GenerationSpec, payload: Mapping[str, Any]) -> GenerationHandle:
+        """Start generation ``spec`` of a job with the job's payload (script, args...); raises OSError."""
+
+    def adopt(self, spec: GenerationSpec, event: Mapping[str, Any]) -> GenerationHandle | None:
+        """A generation an earlier launcher started (its journal event), or None when it cannot have survived."""
+
+    def close(self) -> None:
+        """Release what the backend holds (after every generation ended)."""
