@@ -16,7 +16,7 @@ from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Outcome
 from elasticopt.solvers.solution import Solution, Status
 
-__all__ = ["hint_choice", "empty_outcome", "integer_bound", "new_highs", "dp_outcome", "NEG", "INFEASIBLE_BELOW"]
+__all__ = ["HINT_RULE", "hint_choice", "empty_outcome", "integer_bound", "new_highs", "dp_outcome", "NEG", "INFEASIBLE_BELOW"]
 
 #: Value of an unreachable state; far below any real total (|total| < 2**52).
 NEG = -(1 << 60)
@@ -29,6 +29,13 @@ def dp_outcome(table: OptionTable, best: int, choice: np.ndarray | None, ops: in
     if best < INFEASIBLE_BELOW or choice is None:
         return Outcome(Status.INFEASIBLE, stats={"operations": ops})
     return Outcome(Status.OPTIMAL, choice=choice, bound=int(best), stats={"operations": ops})
+
+
+#: The option rule of ``hint`` (cpsat, milp): checked before solving, like every option.
+HINT_RULE = (
+    "a Solution or a mapping job id -> (gpus, batch) | None",
+    lambda v: v is None or isinstance(v, (Solution, Mapping)),
+)
 
 
 def hint_choice(table: OptionTable, hint: Any, solver: str = "") -> np.ndarray:

@@ -19,7 +19,7 @@ import numpy as np
 
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
-from elasticopt.solvers.common import hint_choice
+from elasticopt.solvers.common import HINT_RULE, hint_choice
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status
 
@@ -68,6 +68,7 @@ class CPSat(Backend):
     option_rules = {
         "num_workers": ("an integer >= 0 (0: CP-SAT picks)", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
         "linearization_level": ("0, 1 or 2", lambda v: v in (0, 1, 2) and not isinstance(v, bool)),
+        "hint": HINT_RULE,
     }
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> _Model:

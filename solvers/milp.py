@@ -25,7 +25,7 @@ import numpy as np
 
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
-from elasticopt.solvers.common import empty_outcome, hint_choice, integer_bound, new_highs
+from elasticopt.solvers.common import HINT_RULE, empty_outcome, hint_choice, integer_bound, new_highs
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status
 
@@ -114,6 +114,7 @@ class HighsMILP(Backend):
         ),
         "threads": ("an integer >= 1", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
         "presolve": ("one of 'choose', 'on', 'off'", lambda v: v in ("choose", "on", "off")),
+        "hint": HINT_RULE,
     }
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> _Model:

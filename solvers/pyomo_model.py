@@ -177,6 +177,10 @@ class PyomoMILP(Backend):
     extra = "pyomo"
     description = "readable Pyomo MILP; HiGHS by default, any Pyomo solver by name"
     default_options: Mapping[str, Any] = {"solver_name": DEFAULT_SOLVER, "solver_options": None, "tee": False}
+    option_rules = {
+        "solver_options": ("a mapping of the Pyomo solver's option names to values, or None",
+                           lambda v: v is None or isinstance(v, Mapping)),
+    }
 
     def solve(self, table: OptionTable, *, time_limit_s: float | None = None, **options: Any) -> Solution:
         """As :meth:`Backend.solve`; raises :class:`SolverError` when the Pyomo solver is missing."""

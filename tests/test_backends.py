@@ -87,9 +87,10 @@ def test_hint_from_a_solution_or_a_mapping(solver):
         assert sol.status is Status.OPTIMAL and sol.objective == ref.objective
 
 
-def test_bad_hint_is_an_error_result_naming_the_option():
-    sol = solve(load_instance(MIXED), "cpsat", hint=[1, 2, 3])
-    assert sol.status is Status.ERROR and "hint" in sol.message
+def test_bad_hint_is_an_error_naming_the_option():
+    # issue 16: a bad option value raises before solving, like a bad option name (it was Status.ERROR)
+    with pytest.raises(SolverOptionError, match="'hint'"):
+        solve(load_instance(MIXED), "cpsat", hint=[1, 2, 3])
 
 
 # --- time limits --------------------------------------------------------------------------------

@@ -48,7 +48,8 @@ def test_bad_solver_options_exit_2_before_loading(capsys, arg, words):
 @pytest.mark.parametrize("solver, options", [
     ("milp", {"threads": 0}), ("milp", {"mip_abs_gap": -0.5}), ("milp", {"seed": 1.5}),
     ("cpsat", {"linearization_level": 7}), ("cpsat", {"log_search_progress": "yes"}),
-    ("numpy-dp", {"fixing": None}), ("pyomo", {"tee": 1}),
+    ("numpy-dp", {"fixing": None}), ("pyomo", {"tee": 1}), ("pyomo", {"solver_options": "mip_rel_gap=0"}),
+    ("cpsat", {"hint": [1, 2]}), ("milp", {"hint": "a:1x32"}),
 ])
 def test_bad_option_values_raise_like_bad_names(solver, options):
     p = load_instance("instances/tiny.json")
