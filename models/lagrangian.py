@@ -1,9 +1,15 @@
 """Lagrangian (LP-dual) bound and reduced-cost fixing: an exact speed-up (docs/design.md §2).
 
-Relaxing the capacity row with a multiplier λ >= 0 gives, for every λ, the
-upper bound ::
+Relaxing the capacity rows with multipliers λ_t >= 0 (one per GPU type t)
+gives, for every λ, the upper bound ::
 
-    L(λ) = λ G + Σ_j max( 0 if j may idle, max_o u[j, o] - λ k[j, o] )
+    L(λ) = Σ_t λ_t G_t + Σ_j max( 0 if j may idle, max_o u[j, o] - λ_{t(j,o)} k[j, o] )
+
+With one type this is a one-dimensional convex piecewise-linear function;
+with several, the multipliers are found by cyclic coordinate descent, each
+coordinate by the same one-dimensional search (any λ >= 0 is a valid bound, so
+an approximate minimum costs strength, never exactness).  The bound relaxes
+the per-type totals only: placement is checked after the DP.
 
 The best λ (the LP dual of the capacity row) is found by bisection on the
 subgradient G - Σ_j k_j(λ).  Any allocation that gives job j option o is worth
@@ -28,6 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from elasticopt.models.reductions import pack_options
 from elasticopt.models.table import OptionTable
 
 __all__ = ["Fixing", "fixable", "lagrangian_bound", "make_fixing", "margin_of", "reduced_cost_fixing"]
@@ -73,7 +80,8 @@ class _Lag:
 
     Column 0 is idle (u = k = 0 where allowed, -inf where not), columns 1..K the
     options (invalid ones at -inf), so one argmax picks each job's Lagrangian
-    choice; on ties the lower column wins, idle first, as in the DPs.
+    choice; on ties the lower column wins, idle first, as in the DPs.  ``lam``
+    is a scalar with one GPU type, else a vector indexed by type.
     """
 
     def __init__(self, table: OptionTable) -> None:
@@ -85,26 +93,99 @@ class _Lag:
         self.u[:, 1:] = np.where(table.valid, table.utility, -np.inf)
         self.k = np.zeros((n, K + 1))
         self.k[:, 1:] = table.gpus
+        self.ty = np.zeros((n, K + 1), dtype=np.int64)  # ty[j, c]: GPU type of column c (idle: 0, with k = 0)
+        self.ty[:, 1:] = table.gpu_type
+        self.multi = table.n_types > 1
+        self.caps = np.asarray(table.capacities, dtype=np.float64)
         self.base = np.arange(n) * (K + 1)
 
-    def scores(self, lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def price(self, lam) -> np.ndarray | float:
+        """λ per option column (the scalar itself with one type)."""
+        return np.asarray(lam, dtype=np.float64)[self.ty] if self.multi else float(lam)
+
+    def scores(self, lam) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per job: best u - λk (0 for idle), its option (-1 idle), its GPUs."""
-        s = self.u - lam * self.k
+        s = self.u - self.price(lam) * self.k
         flat = self.base + np.argmax(s, axis=1)
         return s.ravel()[flat], flat - self.base - 1, self.k.ravel()[flat]
 
-    def value(self, lam: float) -> tuple[float, np.ndarray, float]:
+    def value(self, lam) -> tuple[float, np.ndarray, float]:
         best, ch, k = self.scores(lam)
+        if self.multi:
+            return float(np.dot(lam, self.caps)) + float(best.sum()), ch, float(k.sum())
         return lam * self.t.capacity + float(best.sum()), ch, float(k.sum())
 
-    def option_scores(self, lam: float) -> np.ndarray:
+    def by_type(self, ch: np.ndarray) -> np.ndarray:
+        """GPUs per type of a choice (-1 idle)."""
+        return self.t.gpus_by_type(ch)
+
+    def option_scores(self, lam) -> np.ndarray:
         """u - λk of every option (columns 1..K), -inf where invalid."""
-        return self.u[:, 1:] - lam * self.k[:, 1:]
+        return self.u[:, 1:] - (self.price(lam)[:, 1:] if self.multi else lam) * self.k[:, 1:]
 
 
 def _gpus_of(table: OptionTable, choice: np.ndarray) -> int:
     rows = np.flatnonzero(choice >= 0)
     return int(table.gpus[rows, choice[rows]].sum())
+
+
+def _fits(table: OptionTable, choice: np.ndarray) -> bool:
+    return bool((table.gpus_by_type(choice) <= table.capacities).all())
+
+
+def _multi_bound(table: OptionTable, lag: "_Lag", sweeps: int = 4, iterations: int = 40) -> tuple[float, np.ndarray, np.ndarray]:
+    """Coordinate descent on L(λ) over the per-type multipliers (several GPU types).
+
+    Each coordinate λ_t is minimised with the others fixed by bisection on the
+    slope G_t - K_t(λ) (K_t: GPUs of type t the Lagrangian choice takes).
+
+    Returns
+    -------
+    (bound, λ, choice)
+        The smallest L found, its multipliers, and the Lagrangian choice at the
+        last λ whose choice fitted every type (or the final one if none did).
+    """
+    T = table.n_types
+    caps = np.asarray(table.capacities)
+    lam = np.zeros(T)
+    best_v, ch, _ = lag.value(lam)
+    best_lam, fit_ch = lam.copy(), (ch if _fits(table, ch) else None)
+    top = float(np.abs(table.utility).max(initial=0)) + 1.0
+    for _ in range(sweeps):
+        moved = False
+        for t in range(T):
+            def kt(x: float) -> tuple[float, np.ndarray, int]:
+                trial = lam.copy()
+                trial[t] = x
+                v, c, _ = lag.value(trial)
+                return v, c, int(lag.by_type(c)[t])
+            v0, c0, k0 = kt(lam[t])
+            if k0 <= caps[t] and lam[t] == 0.0:
+                continue  # slope >= 0 at 0: λ_t = 0 is optimal for this coordinate
+            lo, hi = (lam[t], top) if k0 > caps[t] else (0.0, lam[t])
+            for _ in range(iterations):
+                mid = 0.5 * (lo + hi)
+                if not lo < mid < hi:
+                    break
+                _, _, km = kt(mid)
+                if km > caps[t]:
+                    lo = mid
+                else:
+                    hi = mid
+            v, c, _ = kt(hi)
+            if v < best_v - 1e-12 * max(1.0, abs(best_v)):
+                moved = True
+            lam[t] = hi
+            if v < best_v:
+                best_v, best_lam = v, lam.copy()
+            if _fits(table, c):
+                fit_ch = c
+        if not moved:
+            break
+    v, c, _ = lag.value(best_lam)
+    if _fits(table, c):
+        fit_ch = c
+    return best_v, best_lam, (fit_ch if fit_ch is not None else c)
 
 
 def lagrangian_bound(
@@ -127,6 +208,8 @@ def lagrangian_bound(
         table is infeasible).
     """
     lag = lag if lag is not None else _Lag(table)
+    if lag.multi:
+        return _multi_bound(table, lag)  # type: ignore[return-value]
     G = table.capacity
     v0, ch0, k0 = lag.value(0.0)
     if k0 <= G:
@@ -196,19 +279,26 @@ def _tie_rounding(table: OptionTable, lag: _Lag, lam: float) -> np.ndarray | Non
 def _improve(table: OptionTable, choice: np.ndarray, rounds: int = 3) -> np.ndarray:
     """Greedy fill of leftover capacity: per job its best upgrade, by gain per extra GPU.
 
-    Each round takes the upgrades in order of rate while their cumulative GPUs fit.
+    Each round takes the upgrades in order of rate while the GPUs they add fit
+    every type (a move to another type frees the GPUs of the old one only
+    after the round, so a round never overfills).
     """
     choice = choice.copy()
     ar = np.arange(table.n_jobs)
+    caps = np.asarray(table.capacities)
     for _ in range(rounds):
-        left = table.capacity - _gpus_of(table, choice)
-        if left <= 0:
+        left = caps - table.gpus_by_type(choice)
+        if (left <= 0).all():
             break
-        cur_u = np.where(choice >= 0, table.utility[ar, np.maximum(choice, 0)], 0)
-        cur_k = np.where(choice >= 0, table.gpus[ar, np.maximum(choice, 0)], 0)
+        has = choice >= 0
+        c0 = np.maximum(choice, 0)
+        cur_u = np.where(has, table.utility[ar, c0], 0)
+        cur_k = np.where(has, table.gpus[ar, c0], 0)
+        cur_t = np.where(has, table.gpu_type[ar, c0], -1)
         gain = table.utility - cur_u[:, None]
-        extra = table.gpus - cur_k[:, None]
-        ok = table.valid & (gain > 0) & (extra <= left)
+        same = table.gpu_type == cur_t[:, None]
+        extra = np.where(same, table.gpus - cur_k[:, None], table.gpus)  # GPUs the move adds to the new type
+        ok = table.valid & (gain > 0) & (extra <= left[table.gpu_type])
         rate = np.where(ok, gain / np.maximum(extra, 0.5), -np.inf)
         best_o = np.argmax(rate, axis=1)
         jobs = np.flatnonzero(np.isfinite(rate[ar, best_o]))
@@ -216,9 +306,14 @@ def _improve(table: OptionTable, choice: np.ndarray, rounds: int = 3) -> np.ndar
             break
         jobs = jobs[np.argsort(-rate[jobs, best_o[jobs]], kind="stable")]
         need = np.maximum(extra[jobs, best_o[jobs]], 0)
-        take = jobs[np.cumsum(need) <= left]
+        ty = table.gpu_type[jobs, best_o[jobs]]
+        take_mask = np.zeros(jobs.size, dtype=bool)
+        for t in range(table.n_types):
+            sel = np.flatnonzero(ty == t)
+            take_mask[sel[np.cumsum(need[sel]) <= left[t]]] = True
+        take = jobs[take_mask]
         if take.size == 0:
-            take = jobs[need <= left][:1]
+            break
         choice[take] = best_o[take]
     return choice
 
@@ -236,6 +331,7 @@ def margin_of(table: OptionTable, lam: float) -> float:
     any order; the margin is 32x that.
     """
     mag = float(np.abs(np.where(table.valid, table.utility, 0)).max(axis=1, initial=0).sum())
+    lam = float(np.max(lam, initial=0.0))
     mag += lam * (table.capacity + float(np.where(table.valid, table.gpus, 0).max(axis=1, initial=0).sum()))
     return (table.n_jobs + table.width + 4) * 2.0**-48 * mag + 1e-9
 
@@ -275,17 +371,17 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     if not fixable(table):
         return None  # nothing to fix, or a job that must run has no option: infeasible
     lag = _Lag(table)
-    quick = _quick_proof(table, lag)
+    quick = None if lag.multi else _quick_proof(table, lag)
     if quick is not None:
         return quick
     bound_f, lam, ch = lagrangian_bound(table, lag=lag)
-    if _gpus_of(table, ch) > table.capacity:
+    if not _fits(table, ch):
         return None
     margin = margin_of(table, lam)  # bound_f is L(λ) as evaluated by the search
     bound = int(np.floor(bound_f + margin))
     inc = ch
     inc_val, _ = table.objective_of(inc)
-    if inc_val < bound:  # round the LP: among options tied at λ, move jobs to more GPUs while they fit
+    if inc_val < bound and not lag.multi:  # round the LP: among options tied at λ, move jobs to more GPUs while they fit
         tied = _tie_rounding(table, lag, lam)
         if tied is not None:
             tied_val, _ = table.objective_of(tied)
@@ -308,22 +404,19 @@ def _all_fixed(table: OptionTable, bound: int, inc: np.ndarray, inc_val: int) ->
     """Every job fixed to the incumbent (proven optimal): an empty core."""
     inc = np.asarray(inc, dtype=np.int64)
     rows = np.flatnonzero(inc >= 0)
-    used = int(table.gpus[rows, inc[rows]].sum())
+    caps = np.asarray(table.capacities) - table.gpus_by_type(inc)
+    arrays, _ = pack_options(table, np.zeros((0, table.width), dtype=bool), np.zeros(0, dtype=np.int64))
     empty_i = np.zeros((0, 0), dtype=np.int64)
     core = replace(
         table,
         job_ids=(),
-        capacity=int(table.capacity - used),
-        gpus=empty_i,
-        batch=empty_i.copy(),
-        utility=empty_i.copy(),
-        value=np.zeros((0, 0)),
-        samples_per_s=np.zeros((0, 0)),
-        valid=np.zeros((0, 0), dtype=bool),
+        capacity=int(caps.sum()),
+        capacities=caps,
         idle_allowed=np.zeros(0, dtype=bool),
         current_option=np.zeros(0, dtype=np.int64),
         running_ids=(),
         stats=dict(table.stats),
+        **arrays,
     )
     return Fixing(
         core=core,
@@ -359,21 +452,14 @@ def make_fixing(
     first_kept = np.argmax(keep, axis=1)
     fixed_choice[fixed] = np.where(idle_keep[fixed], -1, first_kept[fixed])
     frows = np.flatnonzero(fixed & (fixed_choice >= 0))
-    fixed_gpus = int(table.gpus[frows, fixed_choice[frows]].sum())
     fixed_util = int(table.utility[frows, fixed_choice[frows]].sum())
+    fixed_only = np.where(fixed, fixed_choice, -1)
+    caps = np.asarray(table.capacities) - table.gpus_by_type(fixed_only)
     core_rows = np.flatnonzero(~fixed)
     sub_keep = keep[core_rows]
     width = int(sub_keep.sum(axis=1).max()) if core_rows.size else 0
     pos = np.cumsum(sub_keep, axis=1) - 1
-    r, c = np.nonzero(sub_keep)
-
-    def pack(a: np.ndarray, fill=0) -> np.ndarray:
-        out = np.full((core_rows.size, width), fill, dtype=a.dtype)
-        out[r, pos[r, c]] = a[core_rows][r, c]
-        return out
-
-    core_cols = np.full((core_rows.size, width), -1, dtype=np.int64)
-    core_cols[r, pos[r, c]] = c
+    arrays, core_cols = pack_options(table, keep, core_rows)
     cur = table.current_option[core_rows]
     ci = np.arange(core_rows.size)
     has_cur = cur >= 0
@@ -384,13 +470,9 @@ def make_fixing(
     core = replace(
         table,
         job_ids=tuple(table.job_ids[j] for j in core_rows),
-        capacity=int(table.capacity - fixed_gpus),
-        gpus=pack(table.gpus),
-        batch=pack(table.batch),
-        utility=pack(table.utility),
-        value=pack(table.value),
-        samples_per_s=pack(table.samples_per_s),
-        valid=pack(table.valid, False),
+        capacity=int(caps.sum()),
+        capacities=caps,
+        **arrays,
         idle_allowed=idle_keep[core_rows].copy(),
         current_option=new_cur,
         running_ids=tuple(i for i in table.running_ids if i in core_ids),

@@ -8,16 +8,21 @@ rule and the value found.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 from elasticopt.errors import ValidationError
 from elasticopt.models.throughput import ThroughputModel
 
-__all__ = ["Cluster", "Running", "Job", "Problem", "OBJECTIVES"]
+__all__ = ["Cluster", "Pool", "Running", "Job", "Option", "Problem", "OBJECTIVES", "DEFAULT_TYPE"]
 
-#: The separable objectives of docs/design.md §2 (values: ``elasticopt.models.table.OBJECTIVE_VALUES``).
-OBJECTIVES: tuple[str, ...] = ("speedup", "throughput", "completion", "goodput")
+#: The separable objectives of docs/design.md §2 (their formulas: ``models/table.py`` OBJECTIVE_VALUES).
+OBJECTIVES: tuple[str, ...] = ("speedup", "throughput", "completion", "goodput", "value")
+
+#: The GPU type of a cluster given as ``Cluster(gpus, gpus_per_node)`` (one pool).
+DEFAULT_TYPE = "gpu"
 
 
 def _check_int(path: str, value: object, lo: int) -> None:
@@ -26,35 +31,171 @@ def _check_int(path: str, value: object, lo: int) -> None:
 
 
 @dataclass(frozen=True)
+class Pool:
+    """The nodes of one GPU type: ``nodes`` nodes of ``gpus_per_node`` GPUs each.
+
+    Parameters
+    ----------
+    nodes
+        Number of nodes (>= 0).
+    gpus_per_node
+        GPUs per node g (>= 1).
+    free
+        Per node, the indices (0..g-1) of the GPUs available to the problem's jobs
+        (fragmented nodes: GPUs held by work outside the problem are left out);
+        None = every GPU of every node.  A running job's own GPUs are free: it is
+        being re-decided.
+    """
+
+    nodes: int
+    gpus_per_node: int = 8
+    free: tuple[tuple[int, ...], ...] | None = None
+
+    def __post_init__(self) -> None:
+        _check_int("pool.nodes", self.nodes, 0)
+        _check_int("pool.gpus_per_node", self.gpus_per_node, 1)
+        if self.free is not None:
+            free = tuple(tuple(sorted(int(g) for g in node)) for node in self.free)
+            object.__setattr__(self, "free", free)
+            if len(free) != self.nodes:
+                raise ValidationError("pool.free", f"one list of free GPU indices per node ({self.nodes})", len(free))
+            for i, node in enumerate(free):
+                if len(set(node)) != len(node) or any(not 0 <= g < self.gpus_per_node for g in node):
+                    raise ValidationError(f"pool.free[{i}]", f"distinct GPU indices in 0..{self.gpus_per_node - 1}", node)
+
+    def free_gpus(self) -> tuple[tuple[int, ...], ...]:
+        """Per node the free GPU indices (all of them where ``free`` is None)."""
+        if self.free is not None:
+            return self.free
+        return (tuple(range(self.gpus_per_node)),) * self.nodes
+
+    def free_per_node(self) -> tuple[int, ...]:
+        """Per node the number of free GPUs."""
+        return tuple(len(n) for n in self.free_gpus())
+
+    @property
+    def gpus(self) -> int:
+        """Free GPUs of the pool, all nodes together."""
+        return sum(self.free_per_node())
+
+
+def _single_pool(gpus: int, gpus_per_node: int) -> Pool:
+    """``gpus`` GPUs as full nodes of ``gpus_per_node`` (the last one partly free if g does not divide G)."""
+    full, rest = divmod(gpus, gpus_per_node)
+    if not rest:
+        return Pool(full, gpus_per_node)
+    free = (tuple(range(gpus_per_node)),) * full + (tuple(range(rest)),)
+    return Pool(full + 1, gpus_per_node, free)
+
+
+@dataclass(frozen=True)
 class Cluster:
-    """G identical GPUs in nodes of ``gpus_per_node`` GPUs.
+    """GPUs in node pools, one pool per GPU type (docs/design.md §2).
+
+    ``Cluster(64, 8)`` is one pool of identical GPUs (type ``"gpu"``), as in
+    format 1; ``Cluster(pools={"a100": Pool(2, 8), "t4": Pool(6, 4)})`` is a
+    heterogeneous cluster.
 
     Parameters
     ----------
     gpus
-        Total GPUs G (>= 0).
+        Total GPUs G of a one-pool cluster (>= 0); derived from ``pools`` when given.
     gpus_per_node
-        GPUs per node g (>= 1).
+        GPUs per node g of a one-pool cluster (>= 1).
+    pools
+        GPU type -> :class:`Pool`, in a fixed order (the order of the option table's types).
     """
 
-    gpus: int
+    gpus: int | None = None
     gpus_per_node: int = 8
+    pools: Mapping[str, Pool] | None = None
 
     def __post_init__(self) -> None:
-        _check_int("cluster.gpus", self.gpus, 0)
-        _check_int("cluster.gpus_per_node", self.gpus_per_node, 1)
+        if self.pools is None:
+            _check_int("cluster.gpus", self.gpus, 0)
+            _check_int("cluster.gpus_per_node", self.gpus_per_node, 1)
+            pools = {DEFAULT_TYPE: _single_pool(self.gpus, self.gpus_per_node)}
+        else:
+            if not isinstance(self.pools, Mapping) or not self.pools:
+                raise ValidationError("cluster.pools", "a non-empty mapping GPU type -> Pool", self.pools)
+            pools = {}
+            for t, pool in self.pools.items():
+                if not isinstance(t, str) or not t:
+                    raise ValidationError("cluster.pools", "GPU type names as non-empty strings", t)
+                if not isinstance(pool, Pool):
+                    raise ValidationError(f"cluster.pools.{t}", "a Pool(nodes, gpus_per_node, free)", pool)
+                pools[t] = pool
+            object.__setattr__(self, "gpus", sum(p.gpus for p in pools.values()))
+            if len(pools) == 1:
+                object.__setattr__(self, "gpus_per_node", next(iter(pools.values())).gpus_per_node)
+        object.__setattr__(self, "pools", MappingProxyType(pools))
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        """The GPU types, in pool order."""
+        return tuple(self.pools)  # type: ignore[arg-type]
+
+    def capacity(self, gpu_type: str) -> int:
+        """Free GPUs of one type."""
+        return self.pools[gpu_type].gpus  # type: ignore[index]
+
+    def __hash__(self) -> int:
+        return hash((self.gpus, self.gpus_per_node, tuple(self.pools.items())))  # type: ignore[union-attr]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Cluster):
+            return NotImplemented
+        return dict(self.pools) == dict(other.pools)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
 class Running:
-    """The current allocation of a running job: ``gpus`` GPUs at global batch ``batch``."""
+    """The current allocation of a running job.
+
+    Parameters
+    ----------
+    gpus, batch
+        Its k GPUs and global batch b.
+    gpu_type
+        The GPU type it runs on (None: the only type of a one-pool cluster).
+    nodes
+        Where known, the indices (in its type's pool) of the nodes its GPUs are
+        on; it runs packed when they are no more than ceil(k / g).
+    """
 
     gpus: int
     batch: int
+    gpu_type: str | None = None
+    nodes: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         _check_int("running.gpus", self.gpus, 1)
         _check_int("running.batch", self.batch, 1)
+        if self.gpu_type is not None and (not isinstance(self.gpu_type, str) or not self.gpu_type):
+            raise ValidationError("running.gpu_type", "a GPU type name", self.gpu_type)
+        if self.nodes is not None:
+            nodes = tuple(sorted(set(self.nodes)))
+            object.__setattr__(self, "nodes", nodes)
+            if not nodes or len(nodes) > self.gpus:
+                raise ValidationError("running.nodes", f"1 to {self.gpus} node indices", self.nodes)
+            for n in nodes:
+                _check_int("running.nodes[]", n, 0)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a job on a cluster: ``gpus`` GPUs of ``gpu_type`` at global batch ``batch``.
+
+    ``packed`` options must be placed on the fewest nodes, ceil(k / g) (the
+    throughput holds only there); other options may be placed on any free GPUs
+    of their type.
+    """
+
+    gpu_type: str
+    gpus: int
+    batch: int
+    packed: bool
+    samples_per_s: float
 
 
 @dataclass(frozen=True)
@@ -66,7 +207,9 @@ class Job:
     id
         Unique, non-empty job id.
     throughput
-        Samples/s at (k, b): measured points or a fitted profile.
+        Samples/s at (k, b): measured points or a fitted profile; one model for
+        every GPU type, or a mapping GPU type -> model (types it lacks are not
+        allowed).
     batch_min, batch_max
         Accuracy-neutral global batch range.
     max_local
@@ -74,7 +217,7 @@ class Job:
     gpus_min, gpus_max
         GPU range; ``gpus_max=None`` means no limit besides the cluster.
     running
-        Current (k, b) of a running job; None for a queued job.
+        Current allocation of a running job; None for a queued job.
     remaining_samples
         Samples still to process (needed by the ``completion`` objective).
     weight
@@ -83,10 +226,16 @@ class Job:
         Statistical efficiency E(b) relative to the job's base batch (a
         callable, e.g. :class:`elasticopt.profiles.efficiency.StatisticalEfficiency`),
         used by the ``goodput`` objective; None means E = 1 for every b.
+    types
+        GPU types the job may run on (None: every type its throughput knows).
+    values
+        Caller-supplied value of each option for the ``value`` objective:
+        ``(gpu_type, k, b) -> v`` (any placement) or ``(gpu_type, k, b, "packed") -> v``;
+        with objective ``value`` an option without a value is not offered.
     """
 
     id: str
-    throughput: ThroughputModel
+    throughput: Any
     batch_min: int
     batch_max: int
     max_local: int
@@ -96,13 +245,19 @@ class Job:
     remaining_samples: float | None = None
     weight: float = 1.0
     efficiency: Callable[[int], float] | None = None
+    types: tuple[str, ...] | None = None
+    values: Mapping[tuple, float] | None = None
 
     def __post_init__(self) -> None:
         where = f"job {self.id!r}"
         if not isinstance(self.id, str) or not self.id:
             raise ValidationError("job.id", "a non-empty string", self.id)
-        if not isinstance(self.throughput, ThroughputModel):
-            raise ValidationError(f"{where}.throughput", "a ThroughputModel", type(self.throughput).__name__)
+        models = self.throughput.values() if isinstance(self.throughput, Mapping) else (self.throughput,)
+        if isinstance(self.throughput, Mapping) and not self.throughput:
+            raise ValidationError(f"{where}.throughput", "a ThroughputModel per GPU type (at least one)", {})
+        for m in models:
+            if not isinstance(m, ThroughputModel):
+                raise ValidationError(f"{where}.throughput", "a ThroughputModel", type(m).__name__)
         _check_int(f"{where}.batch_min", self.batch_min, 1)
         _check_int(f"{where}.batch_max", self.batch_max, 1)
         if self.batch_max < self.batch_min:
@@ -122,25 +277,71 @@ class Job:
             raise ValidationError(f"{where}.efficiency", "a callable E(batch) or None", type(self.efficiency).__name__)
         if self.running is not None and not isinstance(self.running, Running):
             raise ValidationError(f"{where}.running", "a Running(gpus, batch) or None", self.running)
+        if self.types is not None:
+            types = tuple(self.types)
+            object.__setattr__(self, "types", types)
+            if not types or any(not isinstance(t, str) or not t for t in types) or len(set(types)) != len(types):
+                raise ValidationError(f"{where}.types", "distinct GPU type names (at least one)", self.types)
+        if self.values is not None:
+            clean: dict[tuple, float] = {}
+            for key, v in dict(self.values).items():
+                ok = isinstance(key, tuple) and len(key) in (3, 4) and isinstance(key[0], str)
+                ok = ok and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in key[1:3])
+                ok = ok and (len(key) == 3 or key[3] == "packed")
+                if not ok:
+                    raise ValidationError(f"{where}.values", "keys (gpu_type, k, b) or (gpu_type, k, b, 'packed')", key)
+                fv = float(v)
+                if not math.isfinite(fv):
+                    raise ValidationError(f"{where}.values[{key}]", "a finite number", v)
+                clean[tuple(key)] = fv
+            object.__setattr__(self, "values", MappingProxyType(clean))
+
+    def __hash__(self) -> int:
+        tp = tuple(self.throughput.items()) if isinstance(self.throughput, Mapping) else self.throughput
+        vals = tuple(self.values.items()) if self.values is not None else None
+        return hash((self.id, tp, self.batch_min, self.batch_max, self.max_local, self.gpus_min, self.gpus_max,
+                     self.running, self.remaining_samples, self.weight, self.types, vals))
 
     @property
     def is_running(self) -> bool:
         """True for a running job, False for a queued one."""
         return self.running is not None
 
-    def is_feasible(self, gpus: int, batch: int) -> bool:
-        """Whether (k, b) is a feasible option for this job (docs/design.md §2), ignoring capacity."""
+    def model_for(self, gpu_type: str) -> Any:
+        """The throughput model on ``gpu_type``, None where the job may not run on it."""
+        if self.types is not None and gpu_type not in self.types:
+            return None
+        if isinstance(self.throughput, Mapping):
+            return self.throughput.get(gpu_type)
+        return self.throughput
+
+    def _allowed(self, gpus: int, batch: int) -> bool:
         if gpus < self.gpus_min or (self.gpus_max is not None and gpus > self.gpus_max):
             return False
         if not (self.batch_min <= batch <= self.batch_max):
             return False
-        if batch % gpus != 0 or batch // gpus > self.max_local:
+        return batch % gpus == 0 and batch // gpus <= self.max_local
+
+    def is_feasible(self, gpus: int, batch: int, gpu_type: str | None = None) -> bool:
+        """Whether (k, b) is a feasible option for this job (docs/design.md §2), ignoring capacity.
+
+        ``gpu_type`` None: the job's single throughput model (one-type jobs).
+        """
+        if not self._allowed(gpus, batch):
             return False
-        t = self.throughput.samples_per_s(gpus, batch)
+        model = self._single_model() if gpu_type is None else self.model_for(gpu_type)
+        if model is None:
+            return False
+        t = model.samples_per_s(gpus, batch)
         return t is not None and math.isfinite(t) and t > 0
 
+    def _single_model(self) -> Any:
+        if isinstance(self.throughput, Mapping):
+            return next(iter(self.throughput.values())) if len(self.throughput) == 1 else None
+        return self.throughput
+
     def options(self, gpus_cap: int | None = None) -> list[tuple[int, int, float]]:
-        """Feasible options ``(k, b, samples_per_s)``, sorted by (k, b).
+        """Feasible options ``(k, b, samples_per_s)`` of a one-type job, sorted by (k, b).
 
         Parameters
         ----------
@@ -148,14 +349,57 @@ class Job:
             Drop options with more GPUs than this (e.g. the cluster size);
             None keeps every option the job allows.
         """
-        k_hi = self.gpus_max if self.gpus_max is not None else (1 << 30)
-        if gpus_cap is not None:
-            k_hi = min(k_hi, gpus_cap)
-        out = []
-        for k, b in self.throughput.candidates(k_hi, self.batch_min, self.batch_max):
-            if k <= k_hi and self.is_feasible(k, b):
-                out.append((k, b, float(self.throughput.samples_per_s(k, b))))  # type: ignore[arg-type]
-        return sorted(set(out))
+        model = self._single_model()
+        if model is None:
+            return []
+        return [(k, b, t) for k, b, t in _model_options(self, model, gpus_cap)]
+
+    def typed_options(self, cluster: Cluster, node_aware: bool = False) -> list[Option]:
+        """Every feasible option of the job on ``cluster`` (docs/design.md §2).
+
+        Per GPU type the job may use: its (k, b) with k up to the type's free
+        GPUs, at the model's throughput, placeable anywhere; plus packed options
+        where the model knows a packed throughput: measured ``packed`` points,
+        or (``node_aware``) a node-aware profile, whose unpacked option then
+        gets the spread throughput.
+        """
+        out: list[Option] = []
+        for t, pool in cluster.pools.items():  # type: ignore[union-attr]
+            model = self.model_for(t)
+            if model is None:
+                continue
+            cap = pool.gpus
+            g = pool.gpus_per_node
+            aware = node_aware and hasattr(model, "samples_per_s_on_nodes") and pool.nodes > 1
+            for k, b, sps in _model_options(self, model, cap):
+                if aware and k > 1:
+                    spread = model.samples_per_s_on_nodes(k, b, min(k, pool.nodes))
+                    packed = model.samples_per_s_on_nodes(k, b, -(-k // g))
+                    if spread is not None and spread > 0:
+                        out.append(Option(t, k, b, False, float(spread)))
+                    if packed is not None and packed > 0 and (spread is None or packed > spread):
+                        out.append(Option(t, k, b, True, float(packed)))
+                    continue
+                out.append(Option(t, k, b, False, sps))
+            packed_pts = getattr(model, "packed", None)
+            if packed_pts:
+                for (k, b), sps in packed_pts.items():
+                    if k <= cap and self._allowed(k, b):
+                        out.append(Option(t, k, b, True, float(sps)))
+        return sorted(set(out), key=lambda o: (o.gpu_type, o.gpus, o.batch, o.packed))
+
+
+def _model_options(job: Job, model: Any, gpus_cap: int | None) -> list[tuple[int, int, float]]:
+    k_hi = job.gpus_max if job.gpus_max is not None else (1 << 30)
+    if gpus_cap is not None:
+        k_hi = min(k_hi, gpus_cap)
+    out = set()
+    for k, b in model.candidates(k_hi, job.batch_min, job.batch_max):
+        if k <= k_hi and job._allowed(k, b):
+            t = model.samples_per_s(k, b)
+            if t is not None and math.isfinite(t) and t > 0:
+                out.add((k, b, float(t)))
+    return sorted(out)
 
 
 @dataclass(frozen=True)
@@ -170,7 +414,8 @@ class Problem:
         The jobs, queued and running; ids must be unique.
     objective
         ``"speedup"`` (default), ``"throughput"``, ``"completion"`` or
-        ``"goodput"`` (speedup of T(k, b) * E(b)).
+        ``"goodput"`` (speedup of T(k, b) * E(b)) or ``"value"`` (the caller's
+        own value per option, ``Job.values``).
     allow_preemption
         Whether running jobs may be sent back to the queue (idle option).
     rescale_penalty
@@ -179,6 +424,10 @@ class Problem:
     priority
         Optional order of job ids that breaks ties (earlier = preferred):
         compiled as an integer bonus too small to change any untied decision.
+    node_aware
+        Offer node-aware profiles both packed (fewest nodes, packed throughput)
+        and anywhere (spread throughput); False keeps one option per (type, k, b)
+        at the profile's packed throughput, placeable anywhere (format 1).
     """
 
     cluster: Cluster
@@ -187,6 +436,7 @@ class Problem:
     allow_preemption: bool = False
     rescale_penalty: float = 0.0
     priority: tuple[str, ...] | None = field(default=None)
+    node_aware: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "jobs", tuple(self.jobs))
@@ -208,6 +458,27 @@ class Problem:
                 raise ValidationError(
                     f"jobs[{i}].remaining_samples", "a number (objective 'completion' divides by it)", None
                 )
+            if self.objective == "value" and job.values is None:
+                raise ValidationError(f"jobs[{i}].values", "caller values (objective 'value' uses them)", None)
+            types = self.cluster.types
+            for t in job.types or ():
+                if t not in types:
+                    raise ValidationError(f"jobs[{i}].types", "GPU types of the cluster: " + ", ".join(types), t)
+            if isinstance(job.throughput, Mapping):
+                for t in job.throughput:
+                    if t not in types:
+                        raise ValidationError(f"jobs[{i}].throughput", "GPU types of the cluster: " + ", ".join(types), t)
+            run = job.running
+            if run is not None:
+                if run.gpu_type is None and len(types) > 1:
+                    raise ValidationError(f"jobs[{i}].running.gpu_type", "the GPU type it runs on (the cluster has several)", None)
+                rt = self.running_type(job)
+                if rt not in types:
+                    raise ValidationError(f"jobs[{i}].running.gpu_type", "a GPU type of the cluster: " + ", ".join(types), rt)
+                if run.nodes is not None and max(run.nodes) >= self.cluster.pools[rt].nodes:  # type: ignore[index]
+                    raise ValidationError(
+                        f"jobs[{i}].running.nodes", f"node indices below {self.cluster.pools[rt].nodes}", run.nodes  # type: ignore[index]
+                    )
         if self.priority is not None:
             prio = tuple(self.priority)
             object.__setattr__(self, "priority", prio)
@@ -228,6 +499,12 @@ class Problem:
             if j.id == job_id:
                 return j
         raise KeyError(job_id)
+
+    def running_type(self, job: Job) -> str | None:
+        """The GPU type a running job runs on (None for a queued job)."""
+        if job.running is None:
+            return None
+        return job.running.gpu_type if job.running.gpu_type is not None else self.cluster.types[0]
 
     def idle_allowed(self, job: Job) -> bool:
         """Whether ``job`` may be left with 0 GPUs."""

@@ -3,12 +3,18 @@
 Each step returns a new, smaller :class:`OptionTable` with the same optimum
 value (tests prove it):
 
-1. ``best_batch``: per job and k keep only the best b (tie-break: the current
-   b, then the smaller b): the capacity sees k only.
-2. ``dominance``: drop an option whose utility is not above that of an option
-   with fewer GPUs (or of idle, worth 0 with 0 GPUs, where idle is allowed):
-   swapping to the smaller one frees GPUs and loses nothing.
-3. ``clip_capacity``: G' = min(G, sum_j max k_j).
+1. ``best_batch``: per job, GPU type, k and packing keep only the best b
+   (tie-break: the current b, then the smaller b): capacity and placement see
+   (type, k, packed) only.
+2. ``dominance``: drop option B of a job if another option A of the same job
+   and type is worth at least as much, uses fewer GPUs and is no harder to
+   place: A unpacked with k_A < k_B (or k_A = k_B and B packed), or both packed
+   with k_A < k_B <= g (one node).  Swapping B for A frees GPUs and places A on
+   a subset of B's GPUs.  Idle (0 GPUs, worth 0) dominates every option worth
+   <= 0 where the job may idle.
+3. ``clip_capacity``: per type, G'_t = min(G_t, sum_j max k_j of type t).
+
+Everything is vectorised over all options at once (no loop over jobs).
 """
 
 from __future__ import annotations
@@ -17,80 +23,138 @@ from dataclasses import replace
 
 import numpy as np
 
-from elasticopt.models.table import OptionTable
+from elasticopt.models.table import OPTION_ARRAYS, OptionTable
 
-__all__ = ["reduce_table"]
+__all__ = ["reduce_table", "pack_options"]
+
+_NEG = -(1 << 62)
+
+
+def _prefix_max(group: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """Inclusive running max of ``vals`` within runs of equal ``group`` (inputs sorted by group)."""
+    if vals.size == 0:
+        return vals.copy()
+    # dense ranks keep group * M + rank within int64 (no overflow whatever the utilities)
+    uniq, rank = np.unique(vals, return_inverse=True)
+    M = uniq.size + 1
+    key = group.astype(np.int64) * M + rank.astype(np.int64) + 1
+    run = np.maximum.accumulate(key) - group.astype(np.int64) * M - 1
+    return uniq[run]
+
+
+def _masked_prefix(group: np.ndarray, vals: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Running max within groups over the entries where ``mask`` (``_NEG`` where none yet)."""
+    v = np.where(mask, vals, _NEG)
+    return _prefix_max(group, v)
 
 
 def _keep_mask(table: OptionTable, best_batch: bool, dominance: bool) -> np.ndarray:
     n, K = table.gpus.shape
     keep = table.valid.copy()
-    for j in range(n):
-        idx = np.flatnonzero(keep[j])
-        if idx.size <= 1 and not (dominance and table.idle_allowed[j]):
-            continue
-        cur = int(table.current_option[j])
-        g = table.gpus[j, idx]
-        u = table.utility[j, idx]
-        b = table.batch[j, idx]
-        # order: k asc, utility desc, current first, batch asc -> first per k is the best b
-        is_cur = (idx == cur).astype(np.int64)
-        order = np.lexsort((b, -is_cur, -u, g))
-        idx, g, u = idx[order], g[order], u[order]
-        first = np.ones(idx.size, dtype=bool)
-        if best_batch:
-            first[1:] = g[1:] != g[:-1]
-        chosen = idx[first]
-        cu = u[first]
-        if dominance:
-            # running best over smaller k (idle counts as k = 0, u = 0)
-            best_before = np.maximum.accumulate(np.concatenate(([0 if table.idle_allowed[j] else -(1 << 62)], cu)))[:-1]
-            cg = g[first]
-            # options of equal k (when best_batch is off) must compare against strictly smaller k only
-            strict = np.empty_like(best_before)
-            lo = 0
-            for t in range(cg.size):
-                if t > 0 and cg[t] != cg[t - 1]:
-                    lo = t
-                strict[t] = best_before[lo]
-            chosen = chosen[cu > strict]
-        row = np.zeros(K, dtype=bool)
-        row[chosen] = True
-        keep[j] = row
-    return keep
-
-
-def _compact(table: OptionTable, keep: np.ndarray, capacity: int) -> OptionTable:
-    n = table.n_jobs
-    width = int(keep.sum(axis=1).max()) if n else 0
-    pos = np.cumsum(keep, axis=1) - 1
+    if not keep.any():
+        return keep
     rows, cols = np.nonzero(keep)
-    new_cols = pos[rows, cols]
+    g = table.gpus[rows, cols]
+    t = table.gpu_type[rows, cols]
+    p = table.packed[rows, cols]
+    u = table.utility[rows, cols]
+    b = table.batch[rows, cols]
+    is_cur = table.current_option[rows] == cols
+    if best_batch:
+        # per (job, type, k, packed): utility desc, current first, batch asc -> the first is kept
+        order = np.lexsort((b, ~is_cur, -u, p, g, t, rows))
+        r_, t_, g_, p_ = rows[order], t[order], g[order], p[order]
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = (r_[1:] != r_[:-1]) | (t_[1:] != t_[:-1]) | (g_[1:] != g_[:-1]) | (p_[1:] != p_[:-1])
+        sel = order[first]
+        rows, cols, g, t, p, u = rows[sel], cols[sel], g[sel], t[sel], p[sel], u[sel]
+    if dominance:
+        order = np.lexsort((p, g, t, rows))  # group (job, type), k ascending
+        rows, cols, g, t, p, u = rows[order], cols[order], g[order], t[order], p[order], u[order]
+        m = rows.size
+        new_grp = np.ones(m, dtype=bool)
+        new_grp[1:] = (rows[1:] != rows[:-1]) | (t[1:] != t[:-1])
+        grp = np.cumsum(new_grp) - 1
+        new_k = new_grp.copy()
+        new_k[1:] |= g[1:] != g[:-1]
+        run_start = np.maximum.accumulate(np.where(new_k, np.arange(m), 0))  # first index of this (group, k) run
+        is_last = np.ones(m, dtype=bool)
+        is_last[:-1] = new_k[1:]
+        run_end = np.minimum.accumulate(np.where(is_last, np.arange(m), m)[::-1])[::-1]  # last index of the run
+        pu = _masked_prefix(grp, u, ~p)  # best unpacked utility so far (k <= this k within the run's end)
+        pp = _masked_prefix(grp, u, p)  # best packed utility so far
+        before = run_start - 1
+        same = (before >= 0) & (grp[np.maximum(before, 0)] == grp)
+        u_lt = np.where(same, pu[np.maximum(before, 0)], _NEG)  # unpacked, k < this k
+        p_lt = np.where(same, pp[np.maximum(before, 0)], _NEG)  # packed, k < this k
+        u_le = pu[run_end]  # unpacked, k <= this k
+        idle0 = np.where(table.idle_allowed[rows], 0, _NEG)
+        node = np.asarray([pool.gpus_per_node for pool in table.pools], dtype=np.int64) if table.pools else None
+        one_node = (g <= node[t]) if node is not None else np.zeros(m, dtype=bool)
+        thr_packed = np.maximum(u_le, np.where(one_node, p_lt, _NEG))
+        thr = np.maximum(idle0, np.where(p, thr_packed, u_lt))
+        ok = u > thr
+        rows, cols = rows[ok], cols[ok]
+    out = np.zeros_like(keep)
+    out[rows, cols] = True
+    return out
 
-    def pack(a: np.ndarray, fill=0) -> np.ndarray:
-        out = np.full((n, width), fill, dtype=a.dtype)
-        out[rows, new_cols] = a[rows, cols]
-        return out
 
+def pack_options(table: OptionTable, keep: np.ndarray, rows: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
+    """The per-option arrays of ``table`` restricted to ``keep`` and packed to the left.
+
+    Parameters
+    ----------
+    table
+        The table.
+    keep
+        ``keep[j, o]``: option o of job j survives.
+    rows
+        Job rows to take (all where None), in this order.
+
+    Returns
+    -------
+    (arrays, cols)
+        ``arrays[name]`` for every name in :data:`OPTION_ARRAYS`, and
+        ``cols[i, o']`` = column in ``table`` of packed option o' of row i (-1 = none).
+    """
+    if rows is not None:
+        keep = keep[rows]
+    n = keep.shape[0]
+    width = int(keep.sum(axis=1).max()) if n and keep.size else 0
+    pos = np.cumsum(keep, axis=1) - 1
+    r, c = np.nonzero(keep)
+    pc = pos[r, c]
+    src_rows = r if rows is None else rows[r]
+    arrays = {}
+    for name in OPTION_ARRAYS:
+        a = getattr(table, name)
+        out = np.zeros((n, width), dtype=a.dtype)
+        out[r, pc] = a[src_rows, c]
+        arrays[name] = out
+    cols = np.full((n, width), -1, dtype=np.int64)
+    cols[r, pc] = c
+    return arrays, cols
+
+
+def _compact(table: OptionTable, keep: np.ndarray, capacities: np.ndarray) -> OptionTable:
+    n = table.n_jobs
+    arrays, _ = pack_options(table, keep)
+    pos = np.cumsum(keep, axis=1) - 1
     current = np.full(n, -1, dtype=np.int64)
     cur = table.current_option
     has = cur >= 0
     if keep.shape[1]:
         has &= keep[np.arange(n), np.maximum(cur, 0)]
     current[has] = pos[np.arange(n)[has], cur[has]]
-    stats = dict(table.stats)
     return replace(
         table,
-        capacity=capacity,
-        gpus=pack(table.gpus),
-        batch=pack(table.batch),
-        utility=pack(table.utility),
-        value=pack(table.value),
-        samples_per_s=pack(table.samples_per_s),
-        valid=pack(table.valid, False),
+        capacity=int(capacities.sum()),
+        capacities=capacities,
         idle_allowed=table.idle_allowed.copy(),
         current_option=current,
-        stats=stats,
+        stats=dict(table.stats),
+        **arrays,
     )
 
 
@@ -108,11 +172,11 @@ def reduce_table(
     table
         A compiled option table.
     best_batch
-        Keep one b per (job, k).
+        Keep one b per (job, type, k, packed).
     dominance
-        Drop options not better than one with fewer GPUs (or idle).
+        Drop options not better than an easier one with fewer GPUs (or idle).
     clip_capacity
-        Clip G to the most GPUs the jobs can use together.
+        Clip each type's capacity to the most GPUs of that type the jobs can use together.
 
     Returns
     -------
@@ -120,17 +184,23 @@ def reduce_table(
         A table with the same optimum; ``stats`` records the sizes before and after.
     """
     keep = _keep_mask(table, best_batch, dominance) if (best_batch or dominance) else table.valid.copy()
-    cap = table.capacity
-    if clip_capacity:
-        usable = int(np.where(keep, table.gpus, 0).max(axis=1).sum()) if table.width else 0
-        cap = min(cap, usable)
-    out = _compact(table, keep, cap)
+    caps = np.array(table.capacities, dtype=np.int64)
+    if clip_capacity and table.width:
+        rows, cols = np.nonzero(keep)
+        T = table.n_types
+        # per (job, type) the most GPUs of that type, summed over jobs
+        most = np.zeros((table.n_jobs, T), dtype=np.int64)
+        np.maximum.at(most, (rows, table.gpu_type[rows, cols]), table.gpus[rows, cols])
+        caps = np.minimum(caps, most.sum(axis=0))
+    elif clip_capacity:
+        caps = np.zeros_like(caps)
+    out = _compact(table, keep, caps)
     stats = dict(table.stats)
     stats.update(
         reduced=True,
         options_before=int(table.valid.sum()),
         options_after=int(out.valid.sum()),
         capacity_before=int(table.capacity),
-        capacity_after=int(cap),
+        capacity_after=int(caps.sum()),
     )
     return replace(out, stats=stats)

@@ -1,8 +1,11 @@
 """The canonical option table: the problem compiled to integers (docs/design.md §2).
 
-Every backend optimises exactly ``sum_j utility[j, choice_j]`` subject to
-``sum_j gpus[j, choice_j] <= capacity``, where ``choice_j`` is one valid option
-of job j, or idle (worth 0, using 0 GPUs) where ``idle_allowed[j]``.
+Every backend optimises exactly ``sum_j utility[j, choice_j]`` subject to, for
+every GPU type t, ``sum_j gpus[j, choice_j] [gpu_type[j, choice_j] == t] <=
+capacities[t]``, and to placement: the jobs on packed options fit on the nodes
+of their type, each on the fewest nodes (docs/design.md §2).  ``choice_j`` is
+one valid option of job j, or idle (worth 0, using 0 GPUs) where
+``idle_allowed[j]``.
 """
 
 from __future__ import annotations
@@ -14,13 +17,16 @@ from typing import Any
 import numpy as np
 
 from elasticopt.errors import ValidationError
-from elasticopt.models.problem import Job, Problem
+from elasticopt.models.problem import Job, Option, Pool, Problem
 from elasticopt.models.throughput import MeasuredThroughput
 
 __all__ = [
-    "OptionTable", "compile_problem", "job_values", "pick_scale", "DEFAULT_SCALE", "MAX_TOTAL", "OBJECTIVE_VALUES",
-    "tie_bonus",
+    "OptionTable", "OPTION_ARRAYS", "OBJECTIVE_VALUES", "compile_problem", "job_values", "pick_scale",
+    "DEFAULT_SCALE", "MAX_TOTAL", "tie_bonus",
 ]
+
+#: The ``[n, K]`` per-option arrays of an :class:`OptionTable` (packed together by reductions and fixing).
+OPTION_ARRAYS: tuple[str, ...] = ("gpus", "batch", "utility", "value", "samples_per_s", "valid", "gpu_type", "packed")
 
 #: Integer units per unit of objective value (S = 2**20 by default).
 DEFAULT_SCALE = 1 << 20
@@ -69,6 +75,14 @@ class OptionTable:
         Ids of running jobs (used to name jobs that make a problem infeasible).
     stats
         Book-keeping of compile and reductions (sizes before/after).
+    gpu_type
+        ``gpu_type[j, o]``: index into ``types`` of the GPU type of option o of job j.
+    packed
+        ``packed[j, o]`` True iff option o must sit on the fewest nodes, ceil(k / g).
+    types
+        GPU type names; ``capacities[t]`` free GPUs of type t (``capacity`` is their sum).
+    pools
+        ``pools[t]``: the nodes of type t (free GPU indices per node), for placement.
     """
 
     job_ids: tuple[str, ...]
@@ -85,10 +99,36 @@ class OptionTable:
     current_option: np.ndarray
     running_ids: tuple[str, ...] = ()
     stats: Mapping[str, Any] = field(default_factory=dict)
+    gpu_type: np.ndarray | None = None
+    packed: np.ndarray | None = None
+    types: tuple[str, ...] = ("gpu",)
+    capacities: np.ndarray | None = None
+    pools: tuple[Pool, ...] | None = None
 
     def __post_init__(self) -> None:
-        for name in ("gpus", "batch", "utility", "value", "samples_per_s", "valid", "idle_allowed", "current_option"):
+        # one-type tables may be built without the type arrays: every option is of type 0, placeable anywhere
+        if self.gpu_type is None:
+            object.__setattr__(self, "gpu_type", np.zeros(self.gpus.shape, dtype=np.int64))
+        if self.packed is None:
+            object.__setattr__(self, "packed", np.zeros(self.gpus.shape, dtype=bool))
+        if self.capacities is None:
+            object.__setattr__(self, "capacities", np.array([self.capacity], dtype=np.int64))
+        for name in OPTION_ARRAYS + ("idle_allowed", "current_option", "capacities"):
             _ro(getattr(self, name))
+
+    @property
+    def n_types(self) -> int:
+        """Number of GPU types T."""
+        return len(self.types)
+
+    def gpus_by_type(self, choice: np.ndarray) -> np.ndarray:
+        """GPUs of each type that ``choice`` (option per job, -1 idle) uses, ``[T]``."""
+        choice = np.asarray(choice, dtype=np.int64)
+        rows = np.flatnonzero(choice >= 0)
+        cols = choice[rows]
+        return np.bincount(self.gpu_type[rows, cols], weights=self.gpus[rows, cols], minlength=self.n_types).astype(
+            np.int64
+        )
 
     @property
     def n_jobs(self) -> int:
@@ -120,14 +160,19 @@ class OptionTable:
     def infeasible_jobs(self) -> tuple[str, ...]:
         """Jobs that must run and together cannot fit; () if the table is feasible.
 
-        A job without the idle option needs at least its smallest k; the
-        problem is infeasible exactly when those minimums exceed the capacity.
+        A job without the idle option needs at least its smallest k; with one
+        GPU type the problem is infeasible exactly when those minimums exceed
+        the capacity.  With several types (or placement) an infeasible table
+        whose minimums fit the total names every job that must run.
         """
         must = ~self.idle_allowed
         if not must.any():
             return ()
         need = self.min_gpus()[must]
         if int(need.sum()) <= self.capacity:
+            if self.n_types > 1 or bool(self.packed.any()):
+                ids = np.array(self.job_ids, dtype=object)[must]
+                return tuple(str(i) for i in ids[np.argsort(-need, kind="stable")])
             return ()
         ids = np.array(self.job_ids, dtype=object)[must]
         order = np.argsort(-need, kind="stable")
@@ -143,28 +188,88 @@ class OptionTable:
         return u, v
 
 
-def _speedup(w: float, rates: list[float], ks: list[int]) -> list[float]:
-    """w * rate / R with R the best per-GPU rate of the job's options."""
-    r = max(t / k for t, k in zip(rates, ks))
-    return [(w * t) / r for t in rates]
+def _rows(opts: list) -> tuple[np.ndarray, np.ndarray, list]:
+    """(k, samples/s, keys) of options given as :class:`Option` or ``(k, b, samples_per_s)`` tuples."""
+    if opts and isinstance(opts[0], Option):
+        k = np.array([o.gpus for o in opts], dtype=np.float64)
+        t = np.array([o.samples_per_s for o in opts], dtype=np.float64)
+        return k, t, opts
+    k = np.array([o[0] for o in opts], dtype=np.float64)
+    t = np.array([o[2] for o in opts], dtype=np.float64)
+    return k, t, opts
 
 
-def _efficiency(job: Job, batch: int) -> float:
-    return 1.0 if job.efficiency is None else float(job.efficiency(batch))
+def _v_speedup(problem: Problem, job: Job, opts: list) -> np.ndarray:
+    k, t, _ = _rows(opts)
+    return float(job.weight) * t / float((t / k).max())
 
 
-#: Per objective: the values of a job's options from (weight w, job, its options (k, b, T)).
-OBJECTIVE_VALUES: dict[str, Callable[[float, Job, list[tuple[int, int, float]]], list[float]]] = {
-    "speedup": lambda w, job, opts: _speedup(w, [t for _, _, t in opts], [k for k, _, _ in opts]),
-    "throughput": lambda w, job, opts: [w * t for _, _, t in opts],
-    "completion": lambda w, job, opts: [(w * t) / float(job.remaining_samples) for _, _, t in opts],  # type: ignore[arg-type]
-    "goodput": lambda w, job, opts: _speedup(
-        w, [t * _efficiency(job, b) for _, b, t in opts], [k for k, _, _ in opts]
-    ),
+def _v_goodput(problem: Problem, job: Job, opts: list) -> np.ndarray:
+    """Speedup of T(k, b) * E(b): E the job's statistical efficiency (1 without one)."""
+    k, t, _ = _rows(opts)
+    if job.efficiency is not None:
+        b = [o.batch if isinstance(o, Option) else o[1] for o in opts]
+        t = t * np.array([float(job.efficiency(x)) for x in b])
+    return float(job.weight) * t / float((t / k).max())
+
+
+def _v_throughput(problem: Problem, job: Job, opts: list) -> np.ndarray:
+    return float(job.weight) * _rows(opts)[1]
+
+
+def _v_completion(problem: Problem, job: Job, opts: list) -> np.ndarray:
+    return float(job.weight) * _rows(opts)[1] / float(job.remaining_samples)  # type: ignore[arg-type]
+
+
+def _v_value(problem: Problem, job: Job, opts: list) -> np.ndarray:
+    vals = job.values or {}
+    default_type = problem.cluster.types[0]
+    out = np.full(len(opts), np.nan)
+    for i, o in enumerate(opts):
+        if isinstance(o, Option):
+            key = (o.gpu_type, o.gpus, o.batch) + (("packed",) if o.packed else ())
+        else:
+            key = (default_type, o[0], o[1])
+        v = vals.get(key)
+        if v is not None:
+            out[i] = float(job.weight) * v
+    return out
+
+
+#: Objective name -> per job, the value v of each option (docs/design.md §2); nan = option not offered.
+#: A new separable objective is one entry here (and its name in ``problem.OBJECTIVES``).
+OBJECTIVE_VALUES: dict[str, Callable[[Problem, Job, list], np.ndarray]] = {
+    "speedup": _v_speedup,
+    "throughput": _v_throughput,
+    "completion": _v_completion,
+    "goodput": _v_goodput,
+    "value": _v_value,
 }
 
 
-def job_values(problem: Problem, job: Job, opts: list[tuple[int, int, float]]) -> list[float]:
+def _is_current(problem: Problem, job: Job, o: Any) -> bool:
+    run = job.running
+    if run is None:
+        return False
+    if isinstance(o, Option):
+        return (o.gpu_type, o.gpus, o.batch, o.packed) == current_key(problem, job)
+    return (o[0], o[1]) == (run.gpus, run.batch)
+
+
+def current_key(problem: Problem, job: Job) -> tuple[str, int, int, bool] | None:
+    """(type, k, b, packed) of a running job's current option; packed iff its known nodes are the fewest."""
+    run = job.running
+    if run is None:
+        return None
+    t = problem.running_type(job)
+    packed = False
+    if run.nodes is not None:
+        g = problem.cluster.pools[t].gpus_per_node  # type: ignore[index]
+        packed = len(run.nodes) <= -(-run.gpus // g)
+    return (t, run.gpus, run.batch, packed)  # type: ignore[return-value]
+
+
+def job_values(problem: Problem, job: Job, opts: list) -> list[float]:
     """Objective value v of each option of ``job`` (docs/design.md §2), penalty included.
 
     Parameters
@@ -174,17 +279,19 @@ def job_values(problem: Problem, job: Job, opts: list[tuple[int, int, float]]) -
     job
         The job.
     opts
-        Its feasible options ``(k, b, samples_per_s)`` as from ``job.options(G)``.
+        Its options: :class:`Option` (``job.typed_options``) or ``(k, b,
+        samples_per_s)`` tuples as from ``job.options(G)`` (one-type jobs).
+        An option the objective does not offer (``value`` without a caller
+        value) gets nan.
     """
     if not opts:
         return []
-    w = float(job.weight)
-    vals = OBJECTIVE_VALUES[problem.objective](w, job, opts)
+    vals = OBJECTIVE_VALUES[problem.objective](problem, job, opts)
     lam = float(problem.rescale_penalty)
     if lam and job.running is not None:
-        cur = (job.running.gpus, job.running.batch)
-        vals = [v if (k, b) == cur else v - lam for (k, b, _), v in zip(opts, vals)]
-    return vals
+        cur = np.array([_is_current(problem, job, o) for o in opts])
+        vals = np.where(cur, vals, vals - lam)
+    return [float(v) for v in vals]
 
 
 def tie_bonus(priority: tuple[str, ...] | None) -> tuple[int, dict[str, int]]:
@@ -225,14 +332,16 @@ def pick_scale(total_abs_value: float, n: int, tie_scale: int = 1) -> int:
 
 
 def _overflow_error(
-    problem: Problem, per_job: list[list[tuple[int, int, float]]], per_val: list[list[float]], exc: ValidationError
+    problem: Problem, per_job: list[list[Option]], per_val: list[list[float]], exc: ValidationError
 ) -> ValidationError:
     """The objective total overflows: blame the job with the largest value, at its JSON path."""
     j = max(range(len(per_val)), key=lambda i: max((abs(v) for v in per_val[i]), default=0.0))
     job, opts, vals = problem.jobs[j], per_job[j], per_val[j]
     o = max(range(len(vals)), key=lambda i: abs(vals[i]))
-    k, b, t = opts[o]
-    if job.weight != 1.0:
+    k, b, t = opts[o].gpus, opts[o].batch, opts[o].samples_per_s
+    if problem.objective == "value":
+        path, found = f"jobs[{j}].values", vals[o] / job.weight
+    elif job.weight != 1.0:
         path, found = f"jobs[{j}].weight", job.weight
     elif problem.objective == "completion" and job.remaining_samples is not None and job.remaining_samples < 1:
         path, found = f"jobs[{j}].remaining_samples", job.remaining_samples
@@ -253,10 +362,11 @@ def _overflow_error(
 def compile_problem(problem: Problem) -> OptionTable:
     """Compile a problem to its canonical integer option table (docs/design.md §2).
 
-    Options are every feasible (k, b) with k <= G; ``utility = round(v * S)``
-    with S the largest power of two <= 2**20 keeping ``sum_j max |u|`` within
-    2**52; with a priority order each non-idle option of a job also gets an
-    integer bonus below one utility unit (utilities are scaled by B first).
+    Options are every feasible (type, k, b[, packed]) with k <= the type's
+    free GPUs; ``utility = round(v * S)`` with S the largest power of two <=
+    2**20 keeping ``sum_j max |u|`` within 2**52; with a priority order each
+    non-idle option of a job also gets an integer bonus below one utility unit
+    (utilities are scaled by B first).
 
     Parameters
     ----------
@@ -268,13 +378,20 @@ def compile_problem(problem: Problem) -> OptionTable:
     OptionTable
         The unreduced table (see :func:`elasticopt.models.reduce_table`).
     """
-    G = problem.cluster.gpus
-    per_job: list[list[tuple[int, int, float]]] = []
+    cluster = problem.cluster
+    types = cluster.types
+    tindex = {t: i for i, t in enumerate(types)}
+    per_job: list[list[Option]] = []
     per_val: list[list[float]] = []
     for job in problem.jobs:
-        opts = job.options(gpus_cap=G)
+        opts = job.typed_options(cluster, problem.node_aware)
+        vals = job_values(problem, job, opts)
+        keep = [i for i, v in enumerate(vals) if np.isfinite(v)]
+        if len(keep) < len(opts):
+            opts = [opts[i] for i in keep]
+            vals = [vals[i] for i in keep]
         per_job.append(opts)
-        per_val.append(job_values(problem, job, opts))
+        per_val.append(vals)
     n = len(problem.jobs)
     K = max((len(o) for o in per_job), default=0)
     gpus = np.zeros((n, K), dtype=np.int64)
@@ -282,19 +399,24 @@ def compile_problem(problem: Problem) -> OptionTable:
     value = np.zeros((n, K), dtype=np.float64)
     sps = np.zeros((n, K), dtype=np.float64)
     valid = np.zeros((n, K), dtype=bool)
+    gtype = np.zeros((n, K), dtype=np.int64)
+    packed = np.zeros((n, K), dtype=bool)
     current = np.full(n, -1, dtype=np.int64)
     idle = np.array([problem.idle_allowed(j) for j in problem.jobs], dtype=bool)
     for j, (job, opts, vals) in enumerate(zip(problem.jobs, per_job, per_val)):
         m = len(opts)
         if m:
-            gpus[j, :m] = [k for k, _, _ in opts]
-            batch[j, :m] = [b for _, b, _ in opts]
-            sps[j, :m] = [t for _, _, t in opts]
+            gpus[j, :m] = [o.gpus for o in opts]
+            batch[j, :m] = [o.batch for o in opts]
+            sps[j, :m] = [o.samples_per_s for o in opts]
+            gtype[j, :m] = [tindex[o.gpu_type] for o in opts]
+            packed[j, :m] = [o.packed for o in opts]
             value[j, :m] = vals
             valid[j, :m] = True
         if job.running is not None:
-            for o, (k, b, _) in enumerate(opts):
-                if (k, b) == (job.running.gpus, job.running.batch):
+            cur = current_key(problem, job)
+            for o, opt in enumerate(opts):
+                if (opt.gpu_type, opt.gpus, opt.batch, opt.packed) == cur:
                     current[j] = o
     tie_scale, bonus = tie_bonus(problem.priority)
     total = float(np.abs(np.where(valid, value, 0.0)).max(axis=1).sum()) if K else 0.0
@@ -309,10 +431,12 @@ def compile_problem(problem: Problem) -> OptionTable:
         utility = utility + bvec[:, None]
     utility = np.where(valid, utility, 0)
     running = tuple(j.id for j in problem.jobs if j.running is not None)
-    stats = {"n_jobs": n, "n_options": int(valid.sum()), "width": K, "capacity": G}
+    G = cluster.gpus
+    caps = np.array([cluster.capacity(t) for t in types], dtype=np.int64)
+    stats = {"n_jobs": n, "n_options": int(valid.sum()), "width": K, "capacity": G, "capacities": tuple(caps.tolist())}
     return OptionTable(
         job_ids=problem.job_ids,
-        capacity=G,
+        capacity=int(G),
         scale=int(scale),
         tie_scale=int(tie_scale),
         gpus=gpus,
@@ -325,5 +449,9 @@ def compile_problem(problem: Problem) -> OptionTable:
         current_option=current,
         running_ids=running,
         stats=stats,
+        gpu_type=gtype,
+        packed=packed,
+        types=types,
+        capacities=caps,
+        pools=tuple(cluster.pools[t] for t in types),  # type: ignore[index]
     )
-

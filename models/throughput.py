@@ -61,15 +61,25 @@ class MeasuredThroughput:
     Parameters
     ----------
     points
-        Mapping from ``(gpus, global_batch)`` to samples/s (finite, > 0).
+        Mapping from ``(gpus, global_batch)`` to samples/s (finite, > 0), placed
+        on any free GPUs of the type.
+    packed
+        Points measured with the GPUs on the fewest nodes (ceil(k / g)): each
+        becomes a packed option (docs/design.md §2).
     """
 
     points: Mapping[tuple[int, int], float]
     name: str = field(default="measured")
+    packed: Mapping[tuple[int, int], float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "points", self._clean(self.points))
+        object.__setattr__(self, "packed", self._clean(self.packed))
+
+    @staticmethod
+    def _clean(points: Mapping[tuple[int, int], float]) -> dict[tuple[int, int], float]:
         clean: dict[tuple[int, int], float] = {}
-        for key, value in dict(self.points).items():
+        for key, value in dict(points).items():
             k, b = key
             if not (isinstance(k, int) and k >= 1):
                 raise ValidationError(f"throughput[{key}]", "gpus an integer >= 1", k)
@@ -79,7 +89,7 @@ class MeasuredThroughput:
             if not (math.isfinite(v) and v > 0):
                 raise ValidationError(f"throughput[{key}]", "samples/s finite and > 0", value)
             clean[(k, b)] = v
-        object.__setattr__(self, "points", dict(sorted(clean.items())))
+        return dict(sorted(clean.items()))
 
     @classmethod
     def from_rows(cls, rows: Iterable[tuple[int, int, float]]) -> "MeasuredThroughput":
@@ -97,4 +107,4 @@ class MeasuredThroughput:
         return [[k, b, t] for (k, b), t in self.points.items()]
 
     def __hash__(self) -> int:
-        return hash(tuple(self.points.items()))
+        return hash((tuple(self.points.items()), tuple(self.packed.items())))

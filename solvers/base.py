@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from elasticopt.errors import SolverError, SolverUnavailableError
+from elasticopt.models.placement import place_choice
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.options import OptionRule, check_options
 from elasticopt.solvers.solution import Solution, Status
@@ -47,6 +48,8 @@ class Outcome:
     bound: int | None = None
     message: str = ""
     stats: Mapping[str, Any] = field(default_factory=dict)
+    #: optional ``{job row: {node index: GPUs}}`` of packed jobs, from a backend's node variables
+    node_counts: Mapping[int, Mapping[int, int]] | None = None
 
 
 def choice_to_allocation(table: OptionTable, choice: np.ndarray) -> dict[str, tuple[int, int] | None]:
@@ -80,10 +83,23 @@ def _check_choice(table: OptionTable, choice: np.ndarray) -> str:
     invalid = ~table.valid[rows, cols]
     if invalid.any():
         return f"job {table.job_ids[rows[invalid][0]]!r} given option {int(cols[invalid][0])}, which does not exist"
-    used = int(table.gpus[rows, cols].sum())
-    if used > table.capacity:
-        return f"uses {used} GPUs, capacity is {table.capacity}"
+    used = table.gpus_by_type(choice)
+    over = np.flatnonzero(used > table.capacities)
+    if over.size:
+        t = int(over[0])
+        if table.n_types == 1:
+            return f"uses {int(used[t])} GPUs, capacity is {table.capacity}"
+        return f"uses {int(used[t])} GPUs of type {table.types[t]!r}, which has {int(table.capacities[t])}"
     return ""
+
+
+def choice_details(table: OptionTable, choice: np.ndarray) -> tuple[dict[str, str], dict[str, bool]]:
+    """Per running job of ``choice``: its GPU type and whether its option is packed."""
+    rows = np.flatnonzero(choice >= 0)
+    cols = choice[rows]
+    ids = [table.job_ids[r] for r in rows.tolist()]
+    types = [table.types[t] for t in table.gpu_type[rows, cols].tolist()]
+    return dict(zip(ids, types)), dict(zip(ids, table.packed[rows, cols].tolist()))
 
 
 class Backend(ABC):
@@ -211,6 +227,25 @@ class Backend(ABC):
                 **common,
             )
         obj, val = table.objective_of(choice)
+        t3 = time.perf_counter()
+        placed, nodes = place_choice(table, choice, counts=out.node_counts)
+        stats["placement_s"] = time.perf_counter() - t3
+        if placed != "placed":
+            # only the DP (which sees per-type totals) can get here: its optimum of the totals does not place
+            why = "cannot be placed on the nodes" if placed == "impossible" else "was not placed within the search budget"
+            return Solution(
+                Status.LIMIT,
+                bound=out.bound,
+                message=(
+                    f"{self.name}: the best allocation over per-type GPU totals {why}; "
+                    "solve with 'cpsat' or 'milp' (exact with node variables)"
+                ),
+                build_s=build_s,
+                solve_s=solve_s,
+                stats=stats,
+                **common,
+            )
+        gtypes, packed = choice_details(table, choice)
         return Solution(
             out.status,
             objective=obj,
@@ -221,5 +256,8 @@ class Backend(ABC):
             solve_s=solve_s,
             message=out.message,
             stats=stats,
+            gpu_types=gtypes,
+            packed=packed,
+            placement={table.job_ids[r]: d for r, d in nodes.items()},
             **common,
         )

@@ -16,12 +16,57 @@ from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Outcome
 from elasticopt.solvers.solution import Solution, Status
 
-__all__ = ["HINT_RULE", "hint_choice", "empty_outcome", "integer_bound", "new_highs", "dp_outcome", "NEG", "INFEASIBLE_BELOW"]
+__all__ = [
+    "HINT_RULE", "hint_choice", "empty_outcome", "integer_bound", "new_highs", "dp_outcome", "NEG", "INFEASIBLE_BELOW",
+    "MAX_CELLS", "state_shape", "too_large", "node_counts_of",
+]
 
 #: Value of an unreachable state; far below any real total (|total| < 2**52).
 NEG = -(1 << 60)
 #: F_n(G) below this means no allocation fits.
 INFEASIBLE_BELOW = -(1 << 59)
+
+
+#: Largest DP table (jobs x states) a DP backend builds before answering LIMIT.
+MAX_CELLS = 400_000_000
+
+
+def state_shape(table: OptionTable) -> tuple[int, ...]:
+    """Per type G_t + 1: the shape of the DP state."""
+    return tuple(int(c) + 1 for c in table.capacities)
+
+
+def too_large(table: OptionTable, max_cells: int) -> Outcome | None:
+    """A LIMIT outcome when n x prod(G_t + 1) passes ``max_cells``, else None."""
+    states = int(np.prod(state_shape(table), dtype=np.float64))
+    if table.n_jobs * states > max_cells:
+        return Outcome(
+            Status.LIMIT,
+            message=(
+                f"DP state space too large: {table.n_jobs} jobs x {states:.3g} states (prod of G_t + 1 over "
+                f"{table.n_types} types) > {max_cells:.3g} cells; use 'milp' or 'cpsat'"
+            ),
+            stats={"dp_states": states},
+        )
+    return None
+
+
+def node_counts_of(table: OptionTable, form: Any, values: np.ndarray) -> dict[int, dict[int, int]] | None:
+    """``{job row: {node: GPUs}}`` of the packed options switched on, from a formulation's column values.
+
+    ``form`` is a :class:`~elasticopt.solvers.formulation.Formulation`; None when it has no node variables.
+    """
+    if not form.node_cols:
+        return None
+    out: dict[int, dict[int, int]] = {}
+    for i, _t, nd, y, z in form.node_cols:
+        if values[i] < 0.5 or values[y] < 0.5:
+            continue
+        r = int(form.rows[i])
+        cnt = int(round(values[z])) if z >= 0 else int(table.gpus[r, form.cols[i]])
+        if cnt:
+            out.setdefault(r, {})[nd] = cnt
+    return out
 
 
 def dp_outcome(table: OptionTable, best: int, choice: np.ndarray | None, ops: int) -> Outcome:

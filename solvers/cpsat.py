@@ -1,7 +1,9 @@
 """``cpsat``: the option table as an OR-tools CP-SAT model (docs/design.md §3).
 
 One Boolean per option and one per idle choice, ``add_exactly_one`` per job,
-one capacity row, the integer objective.  Default settings prove optimality
+a capacity row per GPU type and, where placement matters, the node variables
+and rows of :func:`~elasticopt.solvers.formulation.formulate` (y Boolean, z
+integer), the integer objective.  Default settings prove optimality
 quickly: ``num_workers=1, linearization_level=2`` (with 2 default workers
 CP-SAT had not proven optimality after 60 s at n=200; with these it did in
 0.1 s).  Known CP-SAT 9.15 bugs can certify wrong optima: keep the DP
@@ -19,7 +21,8 @@ import numpy as np
 
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
-from elasticopt.solvers.common import HINT_RULE, hint_choice
+from elasticopt.solvers.common import HINT_RULE, hint_choice, node_counts_of
+from elasticopt.solvers.formulation import formulate
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status
 
@@ -47,6 +50,8 @@ class _Model:
     x: list  # x[i] = 1 iff job rows[i] runs option cols[i]
     idle: dict  # idle[j] = 1 iff job j gets 0 GPUs (only jobs that may idle)
     table: OptionTable
+    form: Any = None  # the Formulation (node variables)
+    extra: list | None = None  # extra[c - m]: CP-SAT variable of formulation column c >= m
 
 
 @register
@@ -86,9 +91,34 @@ class CPSat(Backend):
             if j in idle:
                 lits = lits + [idle[j]]
             m.add_exactly_one(lits)  # empty list: no choice at all, the model is infeasible
-        k = table.gpus[rows, cols].tolist()
         u = table.utility[rows, cols].tolist()
-        m.add(cp_model.LinearExpr.weighted_sum(x, k) <= int(table.capacity))
+        f = formulate(table)
+        nx = rows.size
+        # extra[c - nx]: node variable of formulation column c (y Boolean: option uses node; z integer: its GPUs there)
+        ys = {y for _, _, _, y, _ in f.node_cols}
+        extra = [
+            m.new_bool_var(f"y[{c}]") if c in ys else m.new_int_var(0, int(f.col_upper[c]), f"z[{c}]")
+            for c in range(nx, f.n_cols)
+        ]
+        allv = x + extra
+        sel = f.row_of >= table.n_jobs  # type rows and node rows (job rows are the exactly-one above)
+        r_of, c_of, cf = f.row_of[sel], f.col_of[sel], f.coef[sel]
+        order = np.argsort(r_of, kind="stable")
+        r_of, c_of, cf = r_of[order], c_of[order], cf[order]
+        bounds = np.searchsorted(r_of, np.arange(table.n_jobs, f.n_rows + 1))
+        for i, r in enumerate(range(table.n_jobs, f.n_rows)):
+            a, b = bounds[i], bounds[i + 1]
+            if a == b:
+                continue
+            expr = cp_model.LinearExpr.weighted_sum([allv[c] for c in c_of[a:b].tolist()], [int(v) for v in cf[a:b].tolist()])
+            lo, hi = f.row_lower[r], f.row_upper[r]
+            if np.isfinite(lo) and np.isfinite(hi) and lo == hi:
+                m.add(expr == int(hi))
+            else:
+                if np.isfinite(hi):
+                    m.add(expr <= int(hi))
+                if np.isfinite(lo):
+                    m.add(expr >= int(lo))
         m.maximize(cp_model.LinearExpr.weighted_sum(x, u))
         hint = options.get("hint")
         if hint is not None:
@@ -100,7 +130,7 @@ class CPSat(Backend):
                     m.add_hint(x[i], bool(cols[i] == hc[j]))
                 if j in idle:
                     m.add_hint(idle[j], bool(hc[j] == -1))
-        return _Model(m, rows, cols, x, idle, table)
+        return _Model(m, rows, cols, x, idle, table, f, extra)
 
     def run(self, model: _Model, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
         from ortools.sat.python import cp_model
@@ -138,9 +168,13 @@ class CPSat(Backend):
         vals = [solver.boolean_value(v) for v in model.x]
         on = np.flatnonzero(vals)
         choice[model.rows[on]] = model.cols[on]
+        counts = None
+        if model.form is not None and model.form.node_cols:
+            allv = np.array([float(v) for v in vals] + [float(solver.value(v)) for v in model.extra])
+            counts = node_counts_of(table, model.form, allv)
         if status is Status.OPTIMAL:
             obj = int(round(solver.objective_value))
-            return Outcome(Status.OPTIMAL, choice=choice, bound=obj, stats=stats)
+            return Outcome(Status.OPTIMAL, choice=choice, bound=obj, stats=stats, node_counts=counts)
         obj = int(round(solver.objective_value))
         return Outcome(
             Status.LIMIT,
@@ -148,6 +182,7 @@ class CPSat(Backend):
             bound=max(bound, obj) if bound is not None else None,
             message="CP-SAT hit the time limit: best allocation found and bound",
             stats=stats,
+            node_counts=counts,
         )
 
 

@@ -28,13 +28,21 @@ __all__ = ["Greedy", "greedy_choice"]
 
 
 def greedy_choice(table: OptionTable) -> np.ndarray | None:
-    """The greedy allocation (option index per job, -1 idle); None if the must-run jobs cannot fit."""
-    n, G = table.n_jobs, int(table.capacity)
+    """The greedy allocation (option index per job, -1 idle); None if the must-run jobs cannot fit.
+
+    GPUs are counted per type: a move to an option of another type frees the
+    job's GPUs of the old type and needs all of the new option's GPUs free.
+    Placement is not considered here (the solve step places the result).
+    """
+    n = table.n_jobs
     valid = table.valid
     k = np.where(valid, table.gpus, 0).astype(np.int64)
     u = table.utility.astype(np.float64)
+    ty = table.gpu_type
+    free = np.array(table.capacities, dtype=np.int64)
     choice = np.full(n, -1, dtype=np.int64)
     k_now = np.zeros(n, dtype=np.int64)
+    t_now = np.full(n, -1, dtype=np.int64)
     u_now = np.zeros(n, dtype=np.float64)
     # 1. jobs that may not idle: smallest k, best utility among those
     for j in np.flatnonzero(~table.idle_allowed):
@@ -43,24 +51,28 @@ def greedy_choice(table: OptionTable) -> np.ndarray | None:
             return None
         kmin = k[j, opts].min()
         cand = opts[k[j, opts] == kmin]
+        cand = cand[free[ty[j, cand]] >= kmin] if (free[ty[j, cand]] >= kmin).any() else cand
         o = int(cand[np.argmax(table.utility[j, cand])])
-        choice[j], k_now[j], u_now[j] = o, kmin, table.utility[j, o]
-    free = G - int(k_now.sum())
-    if free < 0:
+        choice[j], k_now[j], u_now[j], t_now[j] = o, kmin, table.utility[j, o], ty[j, o]
+        free[ty[j, o]] -= kmin
+    if (free < 0).any():
         return None
     # 2. best marginal gain per extra GPU, until nothing gains
     while True:
-        dk = k - k_now[:, None]  # dk[j, o]: extra GPUs job j needs to move to option o
+        same = ty == t_now[:, None]
+        dk = np.where(same, k - k_now[:, None], k)  # dk[j, o]: GPUs of o's type job j needs to move to option o
         du = u - u_now[:, None]  # du[j, o]: utility it gains
-        ok = valid & (dk >= 0) & (dk <= free) & (du > 0)
+        ok = valid & (dk >= 0) & (dk <= free[ty]) & (du > 0)
         if not ok.any():
             break
         score = np.where(ok, np.where(dk > 0, du / np.maximum(dk, 1), np.inf), -np.inf)
         flat = int(np.argmax(score))
         j, o = divmod(flat, table.width)
-        free -= int(dk[j, o])
-        choice[j], k_now[j], u_now[j] = o, k[j, o], u[j, o]
-        if free < 0:  # cannot happen: moves fit by construction
+        if t_now[j] >= 0 and t_now[j] != ty[j, o]:
+            free[t_now[j]] += k_now[j]
+        free[ty[j, o]] -= int(dk[j, o])
+        choice[j], k_now[j], u_now[j], t_now[j] = o, k[j, o], u[j, o], ty[j, o]
+        if (free < 0).any():  # cannot happen: moves fit by construction
             raise AssertionError("greedy overfilled the cluster")
     return choice
 

@@ -13,6 +13,11 @@ axis to a bucket of the problem's full cluster size, and G is a traced
 argument: one compiled kernel pair per (chunk, options bucket, cluster bucket)
 serves every problem, so a scheduler re-solving at every event does not
 recompile.
+
+With several GPU types the state is the flattened vector of per-type GPU
+counts (prod_t (G_t + 1) states, row-major): an option of type t with k GPUs
+reads F at the flat offset k * stride_t, masked where the type's coordinate is
+below k (``coords[t, p]``); the backward scan subtracts the same offset.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import numpy as np
 from elasticopt.models.lagrangian import Fixing, reduced_cost_fixing
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
-from elasticopt.solvers.common import NEG, dp_outcome
+from elasticopt.solvers.common import MAX_CELLS, NEG, dp_outcome, state_shape, too_large
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status
 
@@ -63,6 +68,17 @@ def chunk_plan(n: int) -> list[int]:
     small = CHUNKS[-1]
     plan += [small] * (-(-rest // small))
     return plan or [small]
+
+
+def _clip(table: OptionTable) -> OptionTable:
+    """Per type, the capacity clipped to the most GPUs of that type the jobs can use (fewer DP states)."""
+    if not table.width:
+        return replace(table, capacities=np.zeros_like(table.capacities), capacity=0)
+    rows, cols = np.nonzero(table.valid)
+    most = np.zeros((table.n_jobs, table.n_types), dtype=np.int64)
+    np.maximum.at(most, (rows, table.gpu_type[rows, cols]), table.gpus[rows, cols])
+    caps = np.minimum(np.asarray(table.capacities), most.sum(axis=0))
+    return replace(table, capacities=caps, capacity=int(caps.sum()))
 
 
 @functools.lru_cache(maxsize=256)
@@ -102,6 +118,46 @@ def _kernels(chunk: int, width: int, length: int, arg_dtype: str):
     return jax.jit(fwd), jax.jit(bwd)
 
 
+@functools.lru_cache(maxsize=64)
+def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype: str):
+    """Jitted scans over one chunk of jobs on a flattened multi-type state (cached per shape)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    adt = jnp.dtype(arg_dtype)
+
+    def forward(carry, x):
+        F, coords = carry
+        shift, k, ty, u, idle = x  # per option: flat offset k*stride_t, GPUs k, type t, utility; may this job idle
+        Fpad = jnp.concatenate([jnp.full(length, NEG, dtype=jnp.int64), F])  # Fpad[length + p] = F[p]
+        best = jnp.where(idle, F, jnp.int64(NEG))
+        arg = jnp.full(length, -1, dtype=adt)  # arg[p]: chosen option at flat state p (-1 = idle)
+        for o in range(width):
+            cand = lax.dynamic_slice(Fpad, (length - shift[o],), (length,)) + u[o]
+            ok = coords[ty[o]] >= k[o]  # the type's coordinate holds k GPUs: no wrap into another axis
+            cand = jnp.where(ok, cand, jnp.int64(NEG))
+            better = cand > best
+            best = jnp.where(better, cand, best)
+            arg = jnp.where(better, jnp.asarray(o, dtype=adt), arg)
+        return (best, coords), arg
+
+    def backward(p, x):
+        a_row, s_row = x
+        o = a_row[p].astype(jnp.int32)
+        d = jnp.where(o >= 0, s_row[jnp.maximum(o, 0)], 0)
+        return p - d, o
+
+    def fwd(F, coords, shift, k, ty, util, idle):
+        (F, _), args = lax.scan(forward, (F, coords), (shift, k, ty, util, idle))
+        return F, args
+
+    def bwd(p, args, shift):
+        return lax.scan(backward, p, (args, shift), reverse=True)
+
+    return jax.jit(fwd), jax.jit(bwd)
+
+
 @register
 class JaxDP(Backend):
     """The DP as one compiled jax kernel per shape bucket."""
@@ -111,7 +167,7 @@ class JaxDP(Backend):
     requires = ("jax",)
     description = "dynamic program, jax-compiled (the paper's algorithm)"
 
-    default_options = {"fixing": True}
+    default_options = {"fixing": True, "max_cells": MAX_CELLS}
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> dict[str, Any]:
         fix = reduced_cost_fixing(table) if options["fixing"] and table.n_jobs else None
@@ -119,6 +175,14 @@ class JaxDP(Backend):
         # the greedy incumbent already meets the Lagrangian bound: it is optimal, no DP needed
         if fix is not None and fix.incumbent_value >= fix.bound:
             return {"fix": fix, "core": core, "skip": True}
+        if table.n_types > 1:
+            core = _clip(core)
+            big = too_large(core, int(options["max_cells"]))
+            if big is not None:
+                return {"fix": fix, "core": core, "skip": True, "limit": big}
+            model = self._arrays_multi(core)
+            model.update(fix=fix, core=core, skip=False)
+            return model
         # pad the GPU axis for the problem's full cluster, so that capacity clipping and fixing
         # (which vary from one scheduling decision to the next) never change the compiled shape
         model = self._arrays(core, int(table.stats.get("capacity", table.capacity)))
@@ -142,9 +206,68 @@ class JaxDP(Backend):
         return {"gpus": gpus, "util": util, "idle": idle, "G": G, "plan": plan, "width": width,
                 "length": length, "dtype": arg_dtype}
 
+    @staticmethod
+    def _arrays_multi(table: OptionTable) -> dict[str, Any]:
+        n, K = table.gpus.shape
+        dims = [int(c) + 1 for c in table.capacities]
+        strides = np.ones(len(dims), dtype=np.int64)
+        for t in range(len(dims) - 2, -1, -1):
+            strides[t] = strides[t + 1] * dims[t + 1]
+        S = int(np.prod(dims))
+        plan = chunk_plan(n)
+        n_pad, width, length = sum(plan), bucket(max(K, 1), 1, 4), bucket(S, 8, 16)
+        coords = np.full((len(dims), length), -1, dtype=np.int64)  # coords[t, p]: GPUs of type t at flat state p
+        flat = np.arange(S)
+        for t in range(len(dims)):
+            coords[t, :S] = (flat // strides[t]) % dims[t]
+        valid = table.valid & (table.gpus < np.asarray(dims)[table.gpu_type])
+        shift = np.full((n_pad, width), length, dtype=np.int64)  # invalid options read the NEG pad
+        kk = np.full((n_pad, width), 1 << 40, dtype=np.int64)  # and never pass the coordinate mask
+        ty = np.zeros((n_pad, width), dtype=np.int64)
+        util = np.full((n_pad, width), NEG, dtype=np.int64)
+        idle = np.ones(n_pad, dtype=bool)
+        shift[:n, :K] = np.where(valid, table.gpus * strides[table.gpu_type], length)
+        kk[:n, :K] = np.where(valid, table.gpus, 1 << 40)
+        ty[:n, :K] = table.gpu_type
+        util[:n, :K] = np.where(valid, table.utility, NEG)
+        idle[:n] = table.idle_allowed
+        arg_dtype = "int8" if width <= 127 else "int16"
+        return {"multi": True, "coords": coords, "shift": shift, "k": kk, "ty": ty, "util": util, "idle": idle,
+                "top": S - 1, "plan": plan, "width": width, "length": length, "dtype": arg_dtype,
+                "n_types": len(dims)}
+
+    def _run_multi(self, model: dict[str, Any]) -> Any:
+        import jax
+        import jax.numpy as jnp
+
+        width, length, dtype, T = model["width"], model["length"], model["dtype"], model["n_types"]
+        shift, kk, ty, util, idle = model["shift"], model["k"], model["ty"], model["util"], model["idle"]
+        with jax.enable_x64(True):
+            coords = jnp.asarray(model["coords"])
+            F = jnp.zeros(length, dtype=jnp.int64)
+            starts, args = [], []
+            s = 0
+            for c in model["plan"]:
+                fwd, _ = _kernels_multi(c, width, length, T, dtype)
+                sl = slice(s, s + c)
+                F, a = fwd(F, coords, shift[sl], kk[sl], ty[sl], util[sl], idle[sl])
+                starts.append(s)
+                args.append(a)
+                s += c
+            best = int(F[model["top"]])
+            p = jnp.asarray(model["top"], dtype=jnp.int64)
+            choice = np.empty(s, dtype=np.int64)
+            for c, s0, a in zip(reversed(model["plan"]), reversed(starts), reversed(args)):
+                _, bwd = _kernels_multi(c, width, length, T, dtype)
+                p, ch = bwd(p, a, shift[s0 : s0 + c])
+                choice[s0 : s0 + c] = np.asarray(ch)
+        return best, choice
+
     def run(self, model: dict[str, Any], time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
         if model["skip"]:
-            return None
+            return model.get("limit")
+        if model.get("multi"):
+            return self._run_multi(model)
         import jax
         import jax.numpy as jnp
 
@@ -170,9 +293,11 @@ class JaxDP(Backend):
         return best, choice
 
     def extract(self, table: OptionTable, model: dict[str, Any], raw: Any) -> Outcome:
+        if isinstance(raw, Outcome):
+            return raw
         fix: Fixing | None = model["fix"]
         core: OptionTable = model["core"]
-        ops = int(core.valid.sum()) * (core.capacity + 1)
+        ops = int(core.valid.sum()) * int(np.prod(state_shape(core), dtype=np.int64))
         stats: dict[str, Any] = {"operations": ops, "dp_jobs": core.n_jobs, "dp_capacity": core.capacity}
         if fix is not None:
             stats.update(

@@ -1,10 +1,10 @@
 """``milp``: the option table as a 0/1 MILP solved by HiGHS (highspy), docs/design.md §3.
 
-Column i is option ``(rows[i], cols[i])``: ``x_i = 1`` iff that job runs that
-option.  Row j (one per job) is ``sum of job j's x <= 1`` (``= 1`` when the job
-may not idle: idle is the slack); row n is the capacity ``sum k_i x_i <= G``.
-The objective maximises ``sum u_i x_i`` (integers, total < 2**52, so exact in
-doubles).
+The model is :func:`~elasticopt.solvers.formulation.formulate`'s: option
+columns x (one per option), a row per job (``<= 1``, ``= 1`` when the job may
+not idle), a capacity row per GPU type, and node variables where placement
+matters.  The objective maximises ``sum u_i x_i`` (integers, total < 2**52, so
+exact in doubles).
 
 The model goes to HiGHS whole, as CSC arrays (``passModel``: 13 ms at 16k
 columns against 0.28 s with per-variable calls).  ``mip_rel_gap = 0`` always
@@ -25,11 +25,12 @@ import numpy as np
 
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
-from elasticopt.solvers.common import HINT_RULE, empty_outcome, hint_choice, integer_bound, new_highs
+from elasticopt.solvers.common import HINT_RULE, empty_outcome, hint_choice, integer_bound, new_highs, node_counts_of
+from elasticopt.solvers.formulation import Formulation, formulate
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status
 
-__all__ = ["HighsMILP", "csc_arrays"]
+__all__ = ["HighsMILP"]
 
 #: A column value farther than this from 0 or 1 is not trusted as integral.
 INTEGRALITY_TOL = 1e-6
@@ -49,38 +50,6 @@ STATUS_MAP: dict[str, Status] = {
 }
 
 
-def csc_arrays(table: OptionTable) -> dict[str, np.ndarray]:
-    """The MILP of the option table as CSC arrays (shared with the Pyomo export tests).
-
-    Returns
-    -------
-    dict
-        ``rows``, ``cols`` (column i = option ``cols[i]`` of job ``rows[i]``),
-        ``cost`` (u_i), ``start``, ``index``, ``value`` (CSC, 2 entries per
-        column: its job row and the capacity row n), ``row_lower``, ``row_upper``.
-    """
-    rows, cols = np.nonzero(table.valid)
-    n, m = table.n_jobs, rows.size
-    start = np.arange(0, 2 * m + 1, 2, dtype=np.int32)  # column i holds entries start[i]:start[i]+2
-    index = np.empty(2 * m, dtype=np.int32)
-    index[0::2] = rows  # entry 2i: row of job rows[i], coefficient 1
-    index[1::2] = n  # entry 2i+1: capacity row, coefficient k_i
-    value = np.empty(2 * m, dtype=np.float64)
-    value[0::2] = 1.0
-    value[1::2] = table.gpus[rows, cols]
-    row_lower = np.concatenate([np.where(table.idle_allowed, 0.0, 1.0), [-np.inf]])
-    row_upper = np.concatenate([np.ones(n), [float(table.capacity)]])
-    cost = table.utility[rows, cols].astype(np.float64)
-    return {
-        "rows": rows,
-        "cols": cols,
-        "cost": cost,
-        "start": start,
-        "index": index,
-        "value": value,
-        "row_lower": row_lower,
-        "row_upper": row_upper,
-    }
 
 
 @dataclass
@@ -88,6 +57,10 @@ class _Model:
     highs: Any  # highspy.Highs with the model passed
     rows: np.ndarray  # column i = option cols[i] of job rows[i]
     cols: np.ndarray
+    form: Formulation
+
+
+_counts = node_counts_of
 
 
 @register
@@ -120,24 +93,26 @@ class HighsMILP(Backend):
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> _Model:
         import highspy
 
-        a = csc_arrays(table)
-        m = a["rows"].size
+        f = formulate(table)
+        m = f.n_cols
+        start, index, value = f.csc()
         lp = highspy.HighsLp()
         lp.num_col_ = m
-        lp.num_row_ = table.n_jobs + 1
+        lp.num_row_ = f.n_rows
         lp.sense_ = highspy.ObjSense.kMaximize
-        lp.col_cost_ = a["cost"]
+        lp.col_cost_ = f.cost
         lp.col_lower_ = np.zeros(m)
-        lp.col_upper_ = np.ones(m)
-        lp.row_lower_ = a["row_lower"]
-        lp.row_upper_ = a["row_upper"]
+        lp.col_upper_ = f.col_upper
+        lp.row_lower_ = f.row_lower
+        lp.row_upper_ = f.row_upper
         lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
         lp.a_matrix_.num_col_ = m
-        lp.a_matrix_.num_row_ = table.n_jobs + 1
-        lp.a_matrix_.start_ = a["start"]
-        lp.a_matrix_.index_ = a["index"]
-        lp.a_matrix_.value_ = a["value"]
+        lp.a_matrix_.num_row_ = f.n_rows
+        lp.a_matrix_.start_ = start
+        lp.a_matrix_.index_ = index
+        lp.a_matrix_.value_ = value
         lp.integrality_ = [highspy.HighsVarType.kInteger] * m
+        a = {"rows": f.rows, "cols": f.cols}
         h = new_highs()
         h.setOptionValue("output_flag", bool(options["log"]))
         h.setOptionValue("mip_rel_gap", 0.0)
@@ -151,12 +126,12 @@ class HighsMILP(Backend):
         hint = options.get("hint")
         if hint is not None and m:
             hc = hint_choice(table, hint, self.name)
-            if (hc >= -1).all():  # a complete hint only: HiGHS checks it as a start solution
+            if (hc >= -1).all() and not f.node_cols:  # a complete hint only: HiGHS checks it as a start solution
                 sol = highspy.HighsSolution()
-                sol.col_value = (hc[a["rows"]] == a["cols"]).astype(np.float64).tolist()
+                sol.col_value = (hc[a["rows"]] == a["cols"]).astype(np.float64).tolist()  # option columns only
                 sol.value_valid = True
                 h.setSolution(sol)
-        return _Model(h, a["rows"], a["cols"])
+        return _Model(h, a["rows"], a["cols"], f)
 
     def run(self, model: _Model, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
         h = model.highs
@@ -190,7 +165,8 @@ class HighsMILP(Backend):
             if status is Status.OPTIMAL:
                 return Outcome(Status.ERROR, message="HiGHS said Optimal without a feasible primal solution", stats=stats)
             return Outcome(Status.LIMIT, bound=integer_bound(dual, None), message="HiGHS stopped before finding a solution", stats=stats)
-        xv = np.asarray(h.getSolution().col_value, dtype=np.float64)
+        allv = np.asarray(h.getSolution().col_value, dtype=np.float64)
+        xv = allv[: model.rows.size]
         xr = np.rint(xv)
         frac = float(np.abs(xv - xr).max()) if xv.size else 0.0
         if frac > INTEGRALITY_TOL or ((xr != 0) & (xr != 1)).any():
@@ -200,6 +176,7 @@ class HighsMILP(Backend):
             return Outcome(Status.ERROR, message="HiGHS solution gives a job two options", stats=stats)
         choice = np.full(table.n_jobs, -1, dtype=np.int64)
         choice[model.rows[on]] = model.cols[on]
+        counts = _counts(table, model.form, allv)
         obj, _ = table.objective_of(choice)
         bound = integer_bound(dual, obj)
         if status is Status.OPTIMAL:
@@ -210,14 +187,17 @@ class HighsMILP(Backend):
                     bound=bound,
                     message=f"HiGHS said Optimal but the dual bound {dual!r} is >= 1 above the objective {obj}",
                     stats=stats,
+                    node_counts=counts,
                 )
-            return Outcome(Status.OPTIMAL, choice=choice, bound=obj, stats=stats)
+            return Outcome(Status.OPTIMAL, choice=choice, bound=obj, stats=stats, node_counts=counts)
         if bound == obj:  # stopped by the limit, but the integer bound already proves the optimum
-            return Outcome(Status.OPTIMAL, choice=choice, bound=obj, message="proven when the limit hit", stats=stats)
+            return Outcome(Status.OPTIMAL, choice=choice, bound=obj, message="proven when the limit hit", stats=stats,
+                           node_counts=counts)
         return Outcome(
             Status.LIMIT,
             choice=choice,
             bound=bound,
             message=f"HiGHS stopped ({h.modelStatusToString(ms)}): best allocation found and bound",
             stats=stats,
+            node_counts=counts,
         )

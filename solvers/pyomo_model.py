@@ -3,11 +3,20 @@
 The same 0/1 model as :mod:`elasticopt.solvers.milp`, written for people::
 
     JOBS                       the jobs
-    OPTIONS                    (job, gpus, batch) triples: the options of every job
-    x[j, k, b] in {0, 1}       1 iff job j runs on k GPUs at global batch b
-    one_choice[j]:  sum_(k,b) x[j, k, b] <= 1     (= 1 when j may not idle)
-    capacity:       sum k * x[j, k, b] <= G
-    maximise        sum utility[j, k, b] * x[j, k, b]     (integer utilities)
+    TYPES                      the GPU types
+    OPTIONS                    (job, type, gpus, batch, packed): the options of every job
+    x[j, t, k, b, p] in {0, 1} 1 iff job j runs on k GPUs of type t at global batch b (p: packed)
+    one_choice[j]:  sum x[j, ...] <= 1                     (= 1 when j may not idle)
+    capacity[t]:    sum_{options of type t} k * x <= G_t
+    maximise        sum utility * x                        (integer utilities)
+
+Where placement matters (packed options on a type whose totals do not imply
+it), per packed option i and node n of its type::
+
+    y[i, n] in {0, 1}          option i uses node n
+    z[i, n] in 0..min(k, free_n)  GPUs of option i on node n (options over several nodes)
+    one node (k <= g):  sum_n y[i, n] = x[i];           node rows  sum k_i y[i, n] + ... <= free_n
+    m = ceil(k / g) > 1: sum_n y[i, n] <= m x[i], sum_n z[i, n] = k x[i], z <= min(k, free_n) y
 
 Solved by HiGHS (``appsi_highs``) by default, or by any solver Pyomo knows
 (``solver_name="glpk"``, ``"cbc"``, ``"gurobi"``...); gaps are set to prove the
@@ -31,7 +40,7 @@ from elasticopt._io import atomic_path
 from elasticopt.errors import SolverError
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
-from elasticopt.solvers.common import empty_outcome, integer_bound, new_highs
+from elasticopt.solvers.common import empty_outcome, integer_bound, new_highs, node_counts_of
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Solution, Status
 
@@ -107,27 +116,37 @@ class _Model:
     rows: np.ndarray  # option variable i is option cols[i] of job row rows[i]
     cols: np.ndarray
     infeasible: bool  # a job that may not idle has no option: no solve needed
+    form: Any = None  # the Formulation whose node columns the y / z variables mirror
 
 
 def build_pyomo_model(table: OptionTable) -> _Model:
     """The readable Pyomo MILP of ``table`` (see the module docstring)."""
     import pyomo.environ as pe
 
+    from elasticopt.solvers.formulation import formulate
+
     rows, cols = np.nonzero(table.valid)
     ids = table.job_ids
-    keys = [(ids[j], int(table.gpus[j, o]), int(table.batch[j, o])) for j, o in zip(rows.tolist(), cols.tolist())]
+    keys = [
+        (ids[j], table.types[int(table.gpu_type[j, o])], int(table.gpus[j, o]), int(table.batch[j, o]), bool(table.packed[j, o]))
+        for j, o in zip(rows.tolist(), cols.tolist())
+    ]
     gpus = dict(zip(keys, table.gpus[rows, cols].tolist()))
     util = dict(zip(keys, table.utility[rows, cols].tolist()))
     by_job: dict[str, list] = {jid: [] for jid in ids}
+    by_type: dict[str, list] = {t: [] for t in table.types}
     for key in keys:
         by_job[key[0]].append(key)
+        by_type[key[1]].append(key)
     must = {jid: not bool(table.idle_allowed[j]) for j, jid in enumerate(ids)}
+    caps = dict(zip(table.types, np.asarray(table.capacities).tolist()))
 
     m = pe.ConcreteModel(name="elasticopt_allocation")
     m.JOBS = pe.Set(initialize=list(ids), ordered=True, doc="jobs")
-    m.OPTIONS = pe.Set(dimen=3, initialize=keys, ordered=True, doc="(job, gpus, batch): the options of every job")
-    # x[j, k, b] = 1 iff job j runs on k GPUs at global batch b (no option chosen = idle)
-    m.x = pe.Var(m.OPTIONS, domain=pe.Binary, doc="1 iff job j runs option (k, b)")
+    m.TYPES = pe.Set(initialize=list(table.types), ordered=True, doc="GPU types")
+    m.OPTIONS = pe.Set(dimen=5, initialize=keys, ordered=True, doc="(job, type, gpus, batch, packed): the options of every job")
+    # x[j, t, k, b, p] = 1 iff job j runs option (t, k, b, p) (no option chosen = idle)
+    m.x = pe.Var(m.OPTIONS, domain=pe.Binary, doc="1 iff job j runs option (t, k, b, p)")
 
     def one_choice(mm, jid):
         opts = by_job[jid]
@@ -137,11 +156,52 @@ def build_pyomo_model(table: OptionTable) -> _Model:
         return expr == 1 if must[jid] else expr <= 1
 
     m.one_choice = pe.Constraint(m.JOBS, rule=one_choice, doc="at most one option per job (exactly one if it may not idle)")
-    if keys:
-        m.capacity = pe.Constraint(expr=pe.quicksum(gpus[k] * m.x[k] for k in keys) <= int(table.capacity), doc="GPUs")
+
+    def capacity(mm, t):
+        if not by_type[t]:
+            return pe.Constraint.Skip
+        return pe.quicksum(gpus[k] * mm.x[k] for k in by_type[t]) <= int(caps[t])
+
+    m.capacity = pe.Constraint(m.TYPES, rule=capacity, doc="GPUs per type")
+    f = formulate(table)
+    if f.node_cols:
+        # NODE_USE: (option index i, type index, node index); y: option i on node n; z: its GPUs there (several nodes)
+        use = [(i, t, nd) for i, t, nd, _, _ in f.node_cols]
+        multi = [(i, t, nd) for i, t, nd, _, z in f.node_cols if z >= 0]
+        m.NODE_USE = pe.Set(dimen=3, initialize=use, ordered=True, doc="(option, type, node) pairs of packed options")
+        m.y = pe.Var(m.NODE_USE, domain=pe.Binary, doc="1 iff packed option i uses node n")
+        m.MULTI = pe.Set(dimen=3, initialize=multi, ordered=True, doc="pairs of options spanning several nodes")
+        free = {t: table.pools[t].free_per_node() for t in range(table.n_types)}
+        m.z = pe.Var(m.MULTI, domain=pe.NonNegativeIntegers, doc="GPUs of option i on node n",
+                     bounds=lambda mm, i, t, nd: (0, min(int(table.gpus[rows[i], cols[i]]), free[t][nd])))
+        opt_nodes: dict[int, list] = {}
+        for i, t, nd in use:
+            opt_nodes.setdefault(i, []).append((i, t, nd))
+        m.link = pe.ConstraintList(doc="node use follows the option")
+        for i, prs in opt_nodes.items():
+            k = int(table.gpus[rows[i], cols[i]])
+            g = table.pools[prs[0][1]].gpus_per_node
+            mi = -(-k // g)
+            if mi == 1:
+                m.link.add(pe.quicksum(m.y[pr] for pr in prs) == m.x[keys[i]])
+            else:
+                m.link.add(pe.quicksum(m.y[pr] for pr in prs) <= mi * m.x[keys[i]])
+                m.link.add(pe.quicksum(m.z[pr] for pr in prs) == k * m.x[keys[i]])
+                for pr in prs:
+                    m.link.add(m.z[pr] <= min(k, free[pr[1]][pr[2]]) * m.y[pr])
+        node_load: dict[tuple[int, int], list] = {}
+        for i, t, nd, _, z in f.node_cols:
+            node_load.setdefault((t, nd), []).append((i, t, nd, z >= 0))
+        m.node_capacity = pe.ConstraintList(doc="packed GPUs per node <= its free GPUs")
+        for (t, nd), items in node_load.items():
+            expr = pe.quicksum(
+                (m.z[(i, tt, n2)] if multi_ else int(table.gpus[rows[i], cols[i]]) * m.y[(i, tt, n2)])
+                for i, tt, n2, multi_ in items
+            )
+            m.node_capacity.add(expr <= int(free[t][nd]))
     m.utility = pe.Objective(expr=pe.quicksum(util[k] * m.x[k] for k in keys), sense=pe.maximize, doc="integer utility")
     infeasible = any(must[jid] and not by_job[jid] for jid in ids)
-    return _Model(m, keys, rows, cols, infeasible)
+    return _Model(m, keys, rows, cols, infeasible, f)
 
 
 def write_model(table: OptionTable, path: str | os.PathLike[str], fmt: str) -> Path:
@@ -245,14 +305,25 @@ class PyomoMILP(Backend):
         on = np.flatnonzero(xr == 1)
         choice = np.full(table.n_jobs, -1, dtype=np.int64)
         choice[model.rows[on]] = model.cols[on]
+        counts = None
+        f = model.form
+        if f is not None and f.node_cols:
+            allv = np.zeros(f.n_cols)
+            allv[: xv.size] = xr
+            for i, t, nd, y, z in f.node_cols:
+                allv[y] = model.pyomo.y[(i, t, nd)].value or 0.0
+                if z >= 0:
+                    allv[z] = model.pyomo.z[(i, t, nd)].value or 0.0
+            counts = node_counts_of(table, f, allv)
         obj, _ = table.objective_of(choice)
         bound = integer_bound(dual, obj) if dual is not None else None
         if tc == TC.optimal:
             if bound is not None and bound > obj:
-                return Outcome(Status.LIMIT, choice=choice, bound=bound,
+                return Outcome(Status.LIMIT, choice=choice, bound=bound, node_counts=counts,
                                message=f"solver said optimal but its bound {dual!r} is >= 1 above {obj}", stats=stats)
-            return Outcome(Status.OPTIMAL, choice=choice, bound=obj, stats=stats)
+            return Outcome(Status.OPTIMAL, choice=choice, bound=obj, stats=stats, node_counts=counts)
         if bound == obj:  # stopped by the limit, but the integer bound already proves the optimum
-            return Outcome(Status.OPTIMAL, choice=choice, bound=obj, message="proven when the limit hit", stats=stats)
-        return Outcome(Status.LIMIT, choice=choice, bound=bound,
+            return Outcome(Status.OPTIMAL, choice=choice, bound=obj, message="proven when the limit hit", stats=stats,
+                           node_counts=counts)
+        return Outcome(Status.LIMIT, choice=choice, bound=bound, node_counts=counts,
                        message=f"Pyomo solver stopped ({tc}): best allocation found and bound", stats=stats)

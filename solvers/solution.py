@@ -53,6 +53,12 @@ class Solution:
         S and B of the option table the objective is measured in.
     stats
         Backend-specific figures (nodes, operations, compile seconds...).
+    gpu_types
+        Job id -> GPU type of its option (jobs that run).
+    packed
+        Job id -> whether its option is packed (on the fewest nodes).
+    placement
+        Job id -> {node name (``"a100/1"``): GPU indices on that node} (jobs that run).
     """
 
     status: Status
@@ -68,6 +74,9 @@ class Solution:
     scale: int = 1
     tie_scale: int = 1
     stats: Mapping[str, Any] = field(default_factory=dict)
+    gpu_types: Mapping[str, str] = field(default_factory=dict)
+    packed: Mapping[str, bool] = field(default_factory=dict)
+    placement: Mapping[str, Mapping[str, tuple[int, ...]]] = field(default_factory=dict)
 
     @property
     def gap(self) -> float | None:
@@ -99,5 +108,8 @@ class Solution:
             "allocation": {
                 jid: (None if a is None else {"gpus": a[0], "batch": a[1]}) for jid, a in self.allocation.items()
             },
+            "gpu_types": dict(self.gpu_types),
+            "packed": {jid: bool(p) for jid, p in self.packed.items()},
+            "placement": {jid: {n: list(ix) for n, ix in d.items()} for jid, d in self.placement.items()},
             "stats": {k: v for k, v in self.stats.items() if isinstance(v, (int, float, str, bool, type(None)))},
         }

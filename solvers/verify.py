@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from elasticopt.models.problem import Problem
+from elasticopt.models.placement import place
+from elasticopt.models.problem import Option, Problem
 from elasticopt.models.table import job_values
 from elasticopt.solvers.solution import Solution, Status
 
@@ -42,10 +43,16 @@ def min_gpu_need(problem: Problem) -> tuple[int, list[str]]:
     for job in problem.jobs:
         if problem.idle_allowed(job):
             continue
-        opts = job.options(gpus_cap=G)
-        need += min(k for k, _, _ in opts) if opts else G + 1
+        opts = _offered(problem, job)
+        need += min(o.gpus for o in opts) if opts else G + 1
         must.append(job.id)
     return need, must
+
+
+def _offered(problem: Problem, job) -> list[Option]:
+    """The job's options that the objective offers (a value that is not nan)."""
+    opts = job.typed_options(problem.cluster, problem.node_aware)
+    return [o for o, v in zip(opts, job_values(problem, job, opts)) if not math.isnan(v)]
 
 
 def _tie(problem: Problem, solution: Solution) -> dict[str, int]:
@@ -53,6 +60,53 @@ def _tie(problem: Problem, solution: Solution) -> dict[str, int]:
         return {}
     p = len(problem.priority)
     return {jid: p - r for r, jid in enumerate(problem.priority)}
+
+
+def _check_nodes(problem: Problem, solution: Solution, chosen: dict[str, Option], errors: list[str]) -> None:
+    """Each running job's GPUs: on free GPUs of nodes of its type, no GPU twice, packed jobs on the fewest nodes."""
+    taken: dict[tuple[str, int, int], str] = {}
+    for jid, opt in chosen.items():
+        nodes = solution.placement.get(jid)
+        if nodes is None:
+            errors.append(f"job {jid!r} has no placement")
+            continue
+        pool = problem.cluster.pools[opt.gpu_type]  # type: ignore[index]
+        free = pool.free_gpus()
+        count = 0
+        for name, ix in nodes.items():
+            t, _, idx = name.rpartition("/")
+            if t != opt.gpu_type or not idx.isdigit() or int(idx) >= pool.nodes:
+                errors.append(f"job {jid!r} placed on {name!r}, not a node of type {opt.gpu_type!r}")
+                continue
+            n = int(idx)
+            for gi in ix:
+                if gi not in free[n]:
+                    errors.append(f"job {jid!r} placed on GPU {gi} of {name!r}, which is not free")
+                elif (t, n, gi) in taken:
+                    errors.append(f"GPU {gi} of {name!r} given to both {taken[(t, n, gi)]!r} and {jid!r}")
+                else:
+                    taken[(t, n, gi)] = jid
+            count += len(ix)
+        if count != opt.gpus:
+            errors.append(f"job {jid!r} placed on {count} GPUs, its option has {opt.gpus}")
+        if opt.packed and len([1 for ix in nodes.values() if ix]) > -(-opt.gpus // pool.gpus_per_node):
+            errors.append(f"job {jid!r} is packed but spans {len(nodes)} nodes, more than ceil(k / g)")
+
+
+def _placeable(problem: Problem, chosen: dict[str, Option]) -> str:
+    """'placed', 'impossible' or 'unknown': can the chosen options be placed at all (exhaustive search)."""
+    worst = "placed"
+    for t, pool in problem.cluster.pools.items():  # type: ignore[union-attr]
+        packed = [o.gpus for o in chosen.values() if o.gpu_type == t and o.packed]
+        loose = [o.gpus for o in chosen.values() if o.gpu_type == t and not o.packed]
+        if not packed:
+            continue
+        res = place(pool, packed, loose).status
+        if res == "impossible":
+            return res
+        if res == "unknown":
+            worst = res
+    return worst
 
 
 def verify(problem: Problem, solution: Solution) -> VerifyReport:
@@ -68,16 +122,20 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
     Returns
     -------
     VerifyReport
-        ``ok`` False with the reasons when the allocation is infeasible, the
+        ``ok`` False with the reasons when the allocation is infeasible (an
+        option the job does not have, a type over its capacity, packed jobs
+        that cannot be placed on the nodes, a placement that is wrong), the
         objective does not match, a claimed INFEASIBLE is wrong, or a bound is
         below the objective.
     """
     errors: list[str] = []
-    G = problem.cluster.gpus
+    notes: list[str] = []
+    cluster = problem.cluster
     if solution.status is Status.INFEASIBLE:
         need, must = min_gpu_need(problem)
-        if need <= G:
-            errors.append(f"claimed INFEASIBLE, but the jobs that must run need {need} <= {G} GPUs")
+        simple = len(cluster.types) == 1 and not any(o.packed for j in problem.jobs for o in _offered(problem, j))
+        if need <= cluster.gpus and simple:
+            errors.append(f"claimed INFEASIBLE, but the jobs that must run need {need} <= {cluster.gpus} GPUs")
         return VerifyReport(ok=not errors, errors=tuple(errors))
     if not solution.status.has_allocation or solution.objective is None:
         return VerifyReport(ok=True, notes=(f"status {solution.status.value}: nothing to check",))
@@ -87,7 +145,10 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
         errors.append(f"allocation names unknown jobs: {sorted(extra)}")
     bonus = _tie(problem, solution)
     S, B = solution.scale, solution.tie_scale
-    used, total_u, total_v = 0, 0, 0.0
+    used = {t: 0 for t in cluster.types}
+    total_u, total_v = 0, 0.0
+    chosen: dict[str, Option] = {}
+    default_type = cluster.types[0] if len(cluster.types) == 1 else None
     for job in problem.jobs:
         if job.id not in solution.allocation:
             errors.append(f"job {job.id!r} missing from the allocation")
@@ -98,17 +159,36 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
                 errors.append(f"running job {job.id!r} left idle but preemption is not allowed")
             continue
         k, b = a
-        if not job.is_feasible(k, b) or k > G:
-            errors.append(f"job {job.id!r}: ({k} GPUs, batch {b}) is not a feasible option")
-            continue
-        used += k
-        opts = job.options(gpus_cap=G)
+        t = solution.gpu_types.get(job.id, default_type)
+        packed = bool(solution.packed.get(job.id, False))
+        opts = job.typed_options(cluster, problem.node_aware)
         vals = job_values(problem, job, opts)
-        v = next(val for (kk, bb, _), val in zip(opts, vals) if (kk, bb) == (k, b))
+        hit = [(o, v) for o, v in zip(opts, vals) if (o.gpu_type, o.gpus, o.batch, o.packed) == (t, k, b, packed)]
+        if not hit or math.isnan(hit[0][1]):
+            what = f"({k} GPUs{'' if t is None else ' of ' + repr(t)}, batch {b}{', packed' if packed else ''})"
+            errors.append(f"job {job.id!r}: {what} is not a feasible option")
+            continue
+        opt, v = hit[0]
+        chosen[job.id] = opt
+        used[opt.gpu_type] += k
         total_v += v
         total_u += round(v * S) * B + bonus.get(job.id, 0)
-    if used > G:
-        errors.append(f"allocation uses {used} GPUs, the cluster has {G}")
+    for t, u in used.items():
+        cap = cluster.capacity(t)
+        if u > cap:
+            if len(cluster.types) == 1:
+                errors.append(f"allocation uses {u} GPUs, the cluster has {cap}")
+            else:
+                errors.append(f"allocation uses {u} GPUs of type {t!r}, the cluster has {cap}")
+    if not errors:
+        if solution.placement:
+            _check_nodes(problem, solution, chosen, errors)
+        else:
+            where = _placeable(problem, chosen)
+            if where == "impossible":
+                errors.append("the allocation fits the GPU totals but its packed jobs cannot be placed on the nodes")
+            elif where == "unknown":
+                notes.append("placement not proven: the search budget ran out")
     if not errors and total_u != solution.objective:
         errors.append(f"objective is {total_u} recomputed, solution says {solution.objective}")
     if not errors and solution.objective_value is not None:
@@ -117,5 +197,6 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
     if solution.bound is not None and solution.bound < solution.objective:
         errors.append(f"bound {solution.bound} is below the objective {solution.objective}")
     return VerifyReport(
-        ok=not errors, errors=tuple(errors), objective=total_u, objective_value=total_v, gpus_used=used
+        ok=not errors, errors=tuple(errors), objective=total_u, objective_value=total_v,
+        gpus_used=sum(used.values()), notes=tuple(notes),
     )

@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import itertools
+import math
 
+from elasticopt.models.placement import place
 from elasticopt.models.problem import Problem
 from elasticopt.models.table import compile_problem, job_values
 
 __all__ = ["brute_force"]
+
+
+def _placeable(problem: Problem, combo) -> bool:
+    """Per type: the GPUs fit and the packed jobs can be placed (exhaustive search, no budget cut)."""
+    for t, pool in problem.cluster.pools.items():
+        packed = [k for tt, k, p, _ in combo if tt == t and p]
+        loose = [k for tt, k, p, _ in combo if tt == t and not p]
+        if not packed and sum(loose) <= pool.gpus:
+            continue
+        res = place(pool, packed, loose, max_steps=10**9)
+        if res.status != "placed":
+            return False
+    return True
 
 
 def brute_force(problem: Problem, max_combinations: int = 200_000) -> int | None:
@@ -16,6 +31,8 @@ def brute_force(problem: Problem, max_combinations: int = 200_000) -> int | None
     Utilities are computed job by job from the problem (not from the compiled
     table); only the scale S and the tie-break multiplier B are taken from
     :func:`~elasticopt.models.compile_problem` so the integers are comparable.
+    Every allocation is checked against the per-type capacities and placed on
+    the nodes by exhaustive search.
 
     Raises
     ------
@@ -26,23 +43,24 @@ def brute_force(problem: Problem, max_combinations: int = 200_000) -> int | None
     S, B = table.scale, table.tie_scale
     prio = problem.priority or ()
     bonus = {jid: len(prio) - r for r, jid in enumerate(prio)}
-    G = problem.cluster.gpus
-    choices: list[list[tuple[int, int]]] = []  # per job: (gpus, utility); gpus 0 = idle
+    choices: list[list[tuple]] = []  # per job: (type, gpus, packed, utility); type None = idle
     total = 1
     for job in problem.jobs:
-        opts = job.options(gpus_cap=G)
+        opts = job.typed_options(problem.cluster, problem.node_aware)
         vals = job_values(problem, job, opts)
-        c = [(k, round(v * S) * B + bonus.get(job.id, 0)) for (k, _, _), v in zip(opts, vals)]
+        c = [(o.gpu_type, o.gpus, o.packed, round(v * S) * B + bonus.get(job.id, 0))
+             for o, v in zip(opts, vals) if not math.isnan(v)]
         if problem.idle_allowed(job):
-            c.append((0, 0))
+            c.append((None, 0, False, 0))
         choices.append(c)
         total *= max(len(c), 1)
     if total > max_combinations:
         raise ValueError(f"{total} allocations: too many to enumerate")
     best: int | None = None
     for combo in itertools.product(*choices):
-        if sum(k for k, _ in combo) <= G:
-            u = sum(u for _, u in combo)
-            if best is None or u > best:
-                best = u
+        u = sum(x[3] for x in combo)
+        if best is not None and u <= best:
+            continue
+        if _placeable(problem, combo):
+            best = u
     return best

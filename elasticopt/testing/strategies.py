@@ -18,11 +18,20 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from elasticopt.models.problem import OBJECTIVES, Cluster, Job, Problem, Running
+from elasticopt.models.problem import DEFAULT_TYPE, OBJECTIVES, Cluster, Job, Pool, Problem, Running
 from elasticopt.models.throughput import MeasuredThroughput
 from elasticopt.profiles.efficiency import StatisticalEfficiency
 
-__all__ = ["jobs", "problems", "tiny_problems", "feasible_problems"]
+__all__ = ["jobs", "problems", "tiny_problems", "feasible_problems", "general_problems", "tiny_general_problems"]
+
+
+def _values(draw, keys: list[tuple]) -> dict[tuple, float]:
+    """Caller values for most of ``keys`` (some left out: those options are then not offered)."""
+    out = {}
+    for key in keys:
+        if draw(st.integers(0, 5)):
+            out[key] = float(draw(st.sampled_from([-1, 0, 1, 2, 3, 5, 8])))
+    return out
 
 
 @st.composite
@@ -59,9 +68,10 @@ def jobs(draw, job_id: str, max_gpus: int = 8, max_options: int = 5, ties: bool 
     weight = draw(st.sampled_from([1.0, 1.0, 2.0, 0.5]))
     phi = draw(st.sampled_from([None, 0.0, 3.0, 50.0, float("inf")]))  # statistical efficiency (goodput)
     eff = None if phi is None else StatisticalEfficiency(bmin, phi)
+    values = _values(draw, [(DEFAULT_TYPE, k, b) for k, b in points])
     return Job(
         job_id, tp, bmin, bmax, max_local, gpus_min=gmin, gpus_max=gmax,
-        running=running, remaining_samples=remaining, weight=weight, efficiency=eff,
+        running=running, remaining_samples=remaining, weight=weight, efficiency=eff, values=values,
     )
 
 
@@ -102,3 +112,82 @@ def feasible_problems(**kw) -> st.SearchStrategy[Problem]:
     from dataclasses import replace
 
     return problems(**kw).map(lambda p: replace(p, allow_preemption=True))
+
+
+@st.composite
+def pools(draw, max_types: int = 3, max_nodes: int = 3, max_per_node: int = 4) -> dict[str, Pool]:
+    """1 to ``max_types`` GPU types, each a pool of nodes, sometimes fragmented (some GPUs not free)."""
+    n_types = draw(st.integers(1, max_types))
+    out = {}
+    for t in range(n_types):
+        nodes = draw(st.integers(1, max_nodes))
+        g = draw(st.integers(1, max_per_node))
+        free = None
+        if draw(st.booleans()):
+            free = tuple(
+                tuple(sorted(draw(st.sets(st.integers(0, g - 1), max_size=g)))) for _ in range(nodes)
+            )
+        out[f"t{t}"] = Pool(nodes, g, free)
+    return out
+
+
+@st.composite
+def general_jobs(draw, job_id: str, pool_map: dict[str, Pool], max_options: int = 4) -> Job:
+    """A job with measured points per GPU type (some packed), maybe restricted, running, with caller values."""
+    types = list(pool_map)
+    allowed = draw(st.lists(st.sampled_from(types), min_size=1, max_size=len(types), unique=True))
+    k_top = max(max(p.gpus_per_node * p.nodes for p in pool_map.values()), 1)
+    models = {}
+    keys = []
+    for t in allowed:
+        pts, packed = {}, {}
+        for _ in range(draw(st.integers(1, max_options))):
+            k = draw(st.integers(1, min(k_top, 8)))
+            local = draw(st.sampled_from([1, 2, 4]))
+            tp = float(draw(st.sampled_from([1, 2, 3, 5])) * k)
+            if draw(st.integers(0, 2)) == 0:
+                packed[(k, k * local)] = tp + float(draw(st.sampled_from([0, 1, 2])))
+                keys.append((t, k, k * local, "packed"))
+            else:
+                pts[(k, k * local)] = tp
+                keys.append((t, k, k * local))
+        models[t] = MeasuredThroughput(pts, packed=packed)
+    restrict = tuple(allowed) if draw(st.booleans()) else None
+    job = Job(job_id, models, 1, 64, 64, types=restrict)
+    running = None
+    if draw(st.integers(0, 2)) == 0:
+        opts = job.typed_options(Cluster(pools=pool_map))
+        if opts:
+            o = draw(st.sampled_from(opts))
+            pool = pool_map[o.gpu_type]
+            nodes = None
+            if draw(st.booleans()):
+                m = -(-o.gpus // pool.gpus_per_node)
+                span = m if o.packed else draw(st.integers(1, min(pool.nodes, o.gpus)))
+                span = min(span, pool.nodes)
+                nodes = tuple(draw(st.permutations(range(pool.nodes)))[:span])
+            running = Running(o.gpus, o.batch, o.gpu_type, nodes)
+    weight = draw(st.sampled_from([1.0, 2.0]))
+    return Job(job_id, models, 1, 64, 64, running=running, remaining_samples=1000.0, weight=weight,
+               types=restrict, values=_values(draw, keys))
+
+
+@st.composite
+def general_problems(draw, max_jobs: int = 4, max_types: int = 3, max_nodes: int = 3, max_per_node: int = 4,
+                     objectives: tuple[str, ...] = OBJECTIVES) -> Problem:
+    """Problems on heterogeneous, possibly fragmented clusters with packed options (docs/design.md §2)."""
+    pool_map = draw(pools(max_types, max_nodes, max_per_node))
+    n = draw(st.integers(0, max_jobs))
+    js = [draw(general_jobs(f"j{i}", pool_map)) for i in range(n)]
+    return Problem(
+        cluster=Cluster(pools=pool_map),
+        jobs=tuple(js),
+        objective=draw(st.sampled_from(objectives)),
+        allow_preemption=draw(st.booleans()),
+        rescale_penalty=draw(st.sampled_from([0.0, 0.5])),
+    )
+
+
+def tiny_general_problems() -> st.SearchStrategy[Problem]:
+    """General problems small enough for :func:`elasticopt.testing.brute.brute_force`."""
+    return general_problems(max_jobs=4, max_types=2, max_nodes=3, max_per_node=4)

@@ -1,0 +1,98 @@
+"""Benchmark: the whole path from a Problem (or a file) to an allocation, side by side.
+
+    python benchmarks/bench_end_to_end.py [--repeats 7] [--big-jobs 100000] [--skip-big]
+
+Prints, measured in one run (medians of ``--repeats``, warm: jax compiled and
+every library imported beforehand):
+
+1. ``paper`` family, n=1000, G=1024 (one pool): ``solve(problem, "dp")`` and
+   ``solve(problem, "milp")`` end to end, the dp end-to-end / dp solve-step
+   ratio (target <= 3x) and milp / dp end to end (target >= 30x);
+2. ``hetero`` family, Sia's 64 GPUs in 3 types, n=100: dp and milp end to end
+   (target: milp / dp >= 30x);
+3. ``elasticopt solve`` on a 100,000-job file (``mck-uncorrelated``, 3 options
+   each, G=1024) in a fresh process: wall seconds (target <= 10 s) and its
+   load / compile / reduce / solve split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from elasticopt import solve
+from elasticopt.generate import generate_instance
+from elasticopt.models import compile_problem, reduce_table, save_instance
+from elasticopt.solvers import get_backend
+
+
+def _median_s(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def side_by_side(label: str, problem, repeats: int) -> None:
+    """dp and milp end to end, plus the dp solve step alone, on the same problem."""
+    table = reduce_table(compile_problem(problem))
+    dp = get_backend("dp")
+    results = {s: solve(problem, s) for s in ("dp", "milp")}
+    e2e = {s: _median_s(lambda s=s: solve(problem, s), repeats) for s in ("dp", "milp")}
+    compile_s = _median_s(lambda: compile_problem(problem), repeats)
+    reduce_s = _median_s(lambda: reduce_table(compile_problem(problem)), repeats) - compile_s
+    step = _median_s(lambda: dp.solve(table), repeats)
+    objs = {s: (r.status.name, r.objective) for s, r in results.items()}
+    print(f"{label}: {len(problem.jobs)} jobs, {problem.cluster.gpus} GPUs in {len(problem.cluster.types)} type(s)")
+    print(f"  results           {objs}")
+    print(f"  dp   end to end   {1e3 * e2e['dp']:8.2f} ms  (compile {1e3 * compile_s:.2f} ms, reduce {1e3 * reduce_s:.2f} ms, "
+          f"dp solve step {1e3 * step:.2f} ms)")
+    print(f"  milp end to end   {1e3 * e2e['milp']:8.2f} ms")
+    print(f"  milp / dp end to end = {e2e['milp'] / e2e['dp']:.1f}x (target >= 30x); "
+          f"dp end to end / dp solve step = {e2e['dp'] / step:.2f}x (target <= 3x)")
+
+
+def big_file(jobs: int) -> None:
+    """``elasticopt solve`` on a big file in a fresh process, with its own split of the time."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / f"mck-{jobs}.json"
+        t0 = time.perf_counter()
+        save_instance(generate_instance("mck-uncorrelated", jobs, 1024, 1, options=3), path)
+        print(f"{jobs}-job file ({path.stat().st_size / 1e6:.1f} MB) generated in {time.perf_counter() - t0:.1f} s")
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "elasticopt", "solve", str(path), "--json", "--timings"],
+                             capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - t0
+        if out.returncode not in (0, 1):
+            print(out.stderr)
+            raise SystemExit(out.returncode)
+        doc = json.loads(out.stdout)
+        t = doc.get("timings", {})
+        print(f"  elasticopt solve: {wall:.2f} s wall (target <= 10 s), status {doc['status']}; "
+              + ", ".join(f"{k} {v:.2f} s" for k, v in t.items()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--big-jobs", type=int, default=100_000)
+    ap.add_argument("--skip-big", action="store_true")
+    a = ap.parse_args(argv)
+    side_by_side("paper n=1000 G=1024", generate_instance("paper", 1000, 1024, 0), a.repeats)
+    side_by_side("hetero (Sia) n=100 G=64", generate_instance("hetero", 100, 64, 0), a.repeats)
+    if not a.skip_big:
+        big_file(a.big_jobs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

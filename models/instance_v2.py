@@ -1,0 +1,282 @@
+"""Instance files, format ``elasticopt-instance/2``: GPU types, nodes, caller values (docs/design.md §7).
+
+Format 2 adds to format 1:
+
+- ``cluster.pools``: GPU type -> ``{"nodes", "gpus_per_node", "free"}``;
+  ``free`` lists per node its free GPU indices (or just their number: the
+  first ones); ``{"gpus", "gpus_per_node"}`` is still one pool of type ``"gpu"``;
+- per job, ``throughput`` rows ``[type, gpus, global_batch, samples_per_s]``,
+  ending in ``"packed"`` for a throughput measured on the fewest nodes;
+  ``profile`` (one fitted profile for every type) or ``profiles`` (type ->
+  profile); ``types`` (the types it may use); ``values`` rows ``[type, gpus,
+  global_batch, value(, "packed")]`` for the ``value`` objective;
+  ``running.type`` and ``running.nodes`` (node indices in its type's pool);
+- ``node_aware``: offer node-aware profiles both packed and spread.
+
+Errors are :class:`~elasticopt.errors.InstanceError` naming the file and the JSON path.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from elasticopt.errors import InstanceError, ValidationError
+from elasticopt.models.problem import DEFAULT_TYPE, Cluster, Job, Pool, Problem, Running
+from elasticopt.models.throughput import MeasuredThroughput
+
+__all__ = ["FORMAT_2", "instance_schema_2", "problem_from_dict_2", "problem_to_dict_2", "needs_format_2"]
+
+FORMAT_2 = "elasticopt-instance/2"
+
+
+@lru_cache(maxsize=1)
+def instance_schema_2() -> dict[str, Any]:
+    """The JSON Schema of format 2 (shipped as package data)."""
+    text = resources.files("elasticopt.models").joinpath("schema/instance-2.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def _pool(d: dict[str, Any], where: str, file: str) -> Pool:
+    free = d.get("free")
+    g = d["gpus_per_node"]
+    if free is not None:
+        if len(free) != d["nodes"]:
+            raise InstanceError(file, f"{where}.free", f"one entry per node ({d['nodes']})", f"{len(free)} entries")
+        out = []
+        for i, f in enumerate(free):
+            if isinstance(f, int):
+                if f > g:
+                    raise InstanceError(file, f"{where}.free[{i}]", f"at most gpus_per_node ({g}) free GPUs", f)
+                out.append(tuple(range(f)))
+            else:
+                if len(set(f)) != len(f) or any(x >= g for x in f):
+                    raise InstanceError(file, f"{where}.free[{i}]", f"distinct GPU indices in 0..{g - 1}", f)
+                out.append(tuple(f))
+        free = tuple(out)
+    return Pool(d["nodes"], g, free)
+
+
+def _cluster(cl: dict[str, Any], file: str) -> Cluster:
+    try:
+        if "pools" in cl:
+            return Cluster(pools={t: _pool(p, f"cluster.pools.{t}", file) for t, p in cl["pools"].items()})
+        return Cluster(cl["gpus"], cl.get("gpus_per_node", 8))
+    except ValidationError as exc:
+        if isinstance(exc, InstanceError):
+            raise
+        raise InstanceError(file, exc.path, exc.expected, exc.found, exc.hint) from None
+
+
+def _measured(rows: list[list[Any]], where: str, types: tuple[str, ...], file: str) -> dict[str, MeasuredThroughput]:
+    pts: dict[str, dict[tuple[int, int], float]] = {}
+    packed: dict[str, dict[tuple[int, int], float]] = {}
+    for r, row in enumerate(rows):
+        t, k, b, v = row[0], row[1], row[2], row[3]
+        if t not in types:
+            raise InstanceError(file, f"{where}[{r}][0]", "a GPU type of the cluster: " + ", ".join(types), t)
+        if not v > 0:
+            raise InstanceError(file, f"{where}[{r}][3]", "samples/s > 0", v)
+        dest = packed if len(row) == 5 else pts
+        key = (k, b)
+        if key in dest.setdefault(t, {}):
+            raise InstanceError(file, f"{where}[{r}]", f"one row per (type, gpus, batch{', packed' if len(row) == 5 else ''})", row)
+        dest[t][key] = float(v)
+    return {t: MeasuredThroughput(pts.get(t, {}), packed=packed.get(t, {})) for t in sorted(set(pts) | set(packed))}
+
+
+def _job(d: dict[str, Any], i: int, file: str, types: tuple[str, ...], resolve: Any) -> Job:
+    where = f"jobs[{i}]"
+    if "throughput" in d:
+        tp: Any = _measured(d["throughput"], f"{where}.throughput", types, file)
+        ks = [r[1] for r in d["throughput"]]
+        bs = [r[2] for r in d["throughput"]]
+        defaults = (min(bs), max(bs), max(max(b // k, 1) for k, b in zip(ks, bs)))
+    elif "profile" in d:
+        tp = resolve(d["profile"], file, f"{where}.profile")
+        defaults = (getattr(tp, "batch_min", 1), getattr(tp, "batch_max", None), getattr(tp, "max_local", None))
+    else:
+        tp = {}
+        for t, name in d["profiles"].items():
+            if t not in types:
+                raise InstanceError(file, f"{where}.profiles.{t}", "a GPU type of the cluster: " + ", ".join(types), t)
+            tp[t] = resolve(name, file, f"{where}.profiles.{t}")
+        ms = list(tp.values())
+        defaults = (min(getattr(m, "batch_min", 1) for m in ms), max((getattr(m, "batch_max", 0) or 0) for m in ms) or None,
+                    max((getattr(m, "max_local", 0) or 0) for m in ms) or None)
+    batch = d.get("batch", {})
+    bmin = batch.get("min", defaults[0])
+    bmax = batch.get("max", defaults[1])
+    mloc = batch.get("max_local", defaults[2] if defaults[2] is not None else bmax)
+    for key, val in (("max", bmax), ("max_local", mloc)):
+        if val is None:
+            raise InstanceError(file, f"{where}.batch.{key}", "an integer (the profile has no default)", None)
+    if bmax < bmin:
+        raise InstanceError(file, f"{where}.batch.max", f"an integer >= batch.min ({bmin})", bmax)
+    gpus = d.get("gpus", {})
+    gmin, gmax = gpus.get("min", 1), gpus.get("max")
+    if gmax is not None and gmax < gmin:
+        raise InstanceError(file, f"{where}.gpus.max", f"an integer >= gpus.min ({gmin})", gmax)
+    for r, t in enumerate(d.get("types", ())):
+        if t not in types:
+            raise InstanceError(file, f"{where}.types[{r}]", "a GPU type of the cluster: " + ", ".join(types), t)
+    values = None
+    if "values" in d:
+        values = {}
+        for r, row in enumerate(d["values"]):
+            if row[0] not in types:
+                raise InstanceError(file, f"{where}.values[{r}][0]", "a GPU type of the cluster: " + ", ".join(types), row[0])
+            key = tuple(row[:3]) + (("packed",) if len(row) == 5 else ())
+            values[key] = float(row[3])
+    run = d.get("running")
+    running = None
+    if run:
+        rt = run.get("type")
+        if rt is not None and rt not in types:
+            raise InstanceError(file, f"{where}.running.type", "a GPU type of the cluster: " + ", ".join(types), rt)
+        if rt is None and len(types) > 1:
+            raise InstanceError(file, f"{where}.running.type", "the GPU type it runs on (the cluster has several)", None)
+        nodes = tuple(run["nodes"]) if "nodes" in run else None
+        running = Running(run["gpus"], run["batch"], rt, nodes)
+    try:
+        job = Job(
+            id=d["id"], throughput=tp, batch_min=bmin, batch_max=bmax, max_local=mloc, gpus_min=gmin, gpus_max=gmax,
+            running=running, remaining_samples=d.get("remaining_samples"), weight=d.get("weight", 1.0),
+            types=tuple(d["types"]) if "types" in d else None, values=values,
+        )
+    except ValidationError as exc:
+        raise InstanceError(file, f"{where} ({exc.path})", exc.expected, exc.found, exc.hint) from None
+    return job
+
+
+def problem_from_dict_2(data: dict[str, Any], file: str, validate: Any, resolve: Any) -> Problem:
+    """Build a :class:`Problem` from a format-2 document.
+
+    Parameters
+    ----------
+    data
+        The parsed document.
+    file
+        Name used in error messages.
+    validate
+        ``validate(data, schema)``: raises the schema error as an InstanceError.
+    resolve
+        ``resolve(name, file, path)``: a named profile, or an InstanceError.
+    """
+    validate(data, instance_schema_2())
+    cluster = _cluster(data["cluster"], file)
+    types = cluster.types
+    jobs, seen = [], {}
+    for i, jd in enumerate(data["jobs"]):
+        if jd["id"] in seen:
+            raise InstanceError(file, f"jobs[{i}].id", f"a unique id (jobs[{seen[jd['id']]}] has it too)", jd["id"])
+        seen[jd["id"]] = i
+        job = _job(jd, i, file, types, resolve)
+        if not job.typed_options(cluster, data.get("node_aware", False)) and not job.typed_options(
+            Cluster(pools={t: Pool(1, 1 << 20) for t in types})
+        ):
+            raise InstanceError(
+                file, f"jobs[{i}]",
+                "at least one feasible option (type, k, b): gpus.min <= k <= gpus.max, batch.min <= b <= batch.max, "
+                "k divides b, b/k <= batch.max_local, a known throughput, and a type it may use",
+                f"none for job {job.id!r}",
+            )
+        jobs.append(job)
+    try:
+        return Problem(
+            cluster=cluster,
+            jobs=tuple(jobs),
+            objective=data.get("objective", "speedup"),
+            allow_preemption=data.get("allow_preemption", False),
+            rescale_penalty=data.get("rescale_penalty", 0.0),
+            priority=tuple(data["priority"]) if "priority" in data else None,
+            node_aware=data.get("node_aware", False),
+        )
+    except ValidationError as exc:
+        raise InstanceError(file, exc.path, exc.expected, exc.found, exc.hint) from None
+
+
+def needs_format_2(problem: Problem) -> bool:
+    """Whether ``problem`` uses anything format 1 cannot say."""
+    if problem.cluster.types != (DEFAULT_TYPE,) or problem.node_aware or problem.objective == "value":
+        return True
+    pool = problem.cluster.pools[DEFAULT_TYPE]  # type: ignore[index]
+    if problem.cluster != Cluster(pool.gpus, pool.gpus_per_node):
+        return True
+    for j in problem.jobs:
+        if j.types is not None or j.values is not None or isinstance(j.throughput, dict):
+            return True
+        if getattr(j.throughput, "packed", None):
+            return True
+        if j.running is not None and (j.running.gpu_type is not None or j.running.nodes is not None):
+            return True
+    return False
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)
+
+
+def problem_to_dict_2(problem: Problem) -> dict[str, Any]:
+    """The format-2 document of ``problem``."""
+    from collections.abc import Mapping
+
+    pools = {}
+    for t, p in problem.cluster.pools.items():  # type: ignore[union-attr]
+        d: dict[str, Any] = {"nodes": p.nodes, "gpus_per_node": p.gpus_per_node}
+        if p.free is not None:
+            d["free"] = [list(ix) for ix in p.free]
+        pools[t] = d
+    jobs = []
+    for job in problem.jobs:
+        d = {"id": job.id}
+        models = job.throughput if isinstance(job.throughput, Mapping) else None
+        if models is None and isinstance(job.throughput, MeasuredThroughput):
+            models = {t: job.throughput for t in problem.cluster.types}
+        if models is not None and all(isinstance(m, MeasuredThroughput) for m in models.values()):
+            rows: list[list[Any]] = []
+            for t, m in models.items():
+                rows += [[t, k, b, v] for (k, b), v in m.points.items()]
+                rows += [[t, k, b, v, "packed"] for (k, b), v in m.packed.items()]
+            d["throughput"] = rows
+        elif models is not None:
+            d["profiles"] = {t: m.name for t, m in models.items()}
+        else:
+            d["profile"] = job.throughput.name
+        if job.types is not None:
+            d["types"] = list(job.types)
+        if job.values is not None:
+            d["values"] = [list(k[:3]) + [_num(v)] + list(k[3:]) for k, v in job.values.items()]
+        d["batch"] = {"min": job.batch_min, "max": job.batch_max, "max_local": job.max_local}
+        g: dict[str, int] = {"min": job.gpus_min}
+        if job.gpus_max is not None:
+            g["max"] = job.gpus_max
+        d["gpus"] = g
+        if job.running is not None:
+            r: dict[str, Any] = {"gpus": job.running.gpus, "batch": job.running.batch}
+            if job.running.gpu_type is not None:
+                r["type"] = job.running.gpu_type
+            if job.running.nodes is not None:
+                r["nodes"] = list(job.running.nodes)
+            d["running"] = r
+        if job.remaining_samples is not None:
+            d["remaining_samples"] = _num(job.remaining_samples)
+        if job.weight != 1.0:
+            d["weight"] = _num(job.weight)
+        jobs.append(d)
+    out: dict[str, Any] = {
+        "format": FORMAT_2,
+        "cluster": {"pools": pools},
+        "objective": problem.objective,
+        "allow_preemption": problem.allow_preemption,
+    }
+    if problem.node_aware:
+        out["node_aware"] = True
+    if problem.rescale_penalty:
+        out["rescale_penalty"] = _num(problem.rescale_penalty)
+    if problem.priority is not None:
+        out["priority"] = list(problem.priority)
+    out["jobs"] = jobs
+    return out
