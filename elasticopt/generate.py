@@ -23,6 +23,10 @@ Families
     G, the rest queued), so exactly one item per class is chosen (the MCKP)
     when G >= the sum of the smallest weights (about n R / 11).
 
+``hetero``, ``placement``
+    Heterogeneous and fragmented clusters with node placement: see
+    :mod:`elasticopt.generate_hetero`.
+
 Every random draw comes from ``numpy.random.default_rng(seed)``: the same
 arguments give the same problem, and :func:`~elasticopt.models.save_instance`
 the same file byte for byte.
@@ -36,12 +40,17 @@ from collections.abc import Callable
 import numpy as np
 
 from elasticopt.errors import ValidationError
+from elasticopt.generate_hetero import HETERO_FAMILIES
+from elasticopt.generate_hetero import build as build_hetero
 from elasticopt.models import Cluster, Job, MeasuredThroughput, Problem, Running
 from elasticopt.models.throughput import power_of_two_grid
 from elasticopt.profiles import IterationTimeParams, ParametricProfile, get_profile, profile_names
 from elasticopt.profiles.grid import gpu_grid
 
-__all__ = ["FAMILIES", "generate_instance"]
+__all__ = ["FAMILIES", "ALL_FAMILIES", "generate_instance", "PAPER_SETS"]
+
+#: Profile sets the ``paper`` family draws from.
+PAPER_SETS = ("a100", "t4")
 
 
 def _sig(x: float, digits: int = 6) -> float:
@@ -73,7 +82,8 @@ def _remaining(rng, model, k: int, b: int) -> float:
 
 def _paper(rng, jobs: int, gpus: int, gpus_per_node: int, *, running_fraction: float = 0.3,
            networks: list[str] | None = None, **_) -> tuple[list[Job], str]:
-    names = list(networks) if networks else profile_names()
+    # the A100 and T4 sets (not later sets such as Gavel's), so that seeds keep their problems
+    names = list(networks) if networks else [n for n in profile_names() if n.split("/")[0] in PAPER_SETS]
     out, free = [], gpus
     for i in range(jobs):
         name = names[int(rng.integers(len(names)))]
@@ -214,6 +224,10 @@ FAMILIES: dict[str, Callable] = {
     "mck-subset-sum": _mck("subset-sum"),
 }
 
+#: Every family name: :data:`FAMILIES` (one pool of identical GPUs) and the heterogeneous / node-placement
+#: families of :mod:`elasticopt.generate_hetero` (clusters of their own; the DP may not prove their optimum).
+ALL_FAMILIES: tuple[str, ...] = tuple(FAMILIES) + tuple(HETERO_FAMILIES)
+
 
 def generate_instance(family: str, jobs: int, gpus: int, seed: int, gpus_per_node: int = 8,
                       **kw) -> Problem:
@@ -222,7 +236,7 @@ def generate_instance(family: str, jobs: int, gpus: int, seed: int, gpus_per_nod
     Parameters
     ----------
     family
-        One of :data:`FAMILIES` (see the module docstring).
+        One of :data:`ALL_FAMILIES` (see the module docstring).
     jobs, gpus
         Number of jobs and of GPUs in the cluster.
     seed
@@ -239,12 +253,14 @@ def generate_instance(family: str, jobs: int, gpus: int, seed: int, gpus_per_nod
     -------
     Problem
     """
-    if family not in FAMILIES:
-        raise ValidationError("family", "one of " + ", ".join(FAMILIES), family)
+    if family not in ALL_FAMILIES:
+        raise ValidationError("family", "one of " + ", ".join(ALL_FAMILIES), family)
     for what, v, lo in (("jobs", jobs, 1), ("gpus", gpus, 1), ("gpus_per_node", gpus_per_node, 1)):
         if not isinstance(v, (int, np.integer)) or v < lo:
             raise ValidationError(what, f"an integer >= {lo}", v)
     objective = kw.pop("objective", None)
     rng = np.random.default_rng(seed)
+    if family in HETERO_FAMILIES:
+        return build_hetero(family, rng, int(jobs), int(gpus), int(gpus_per_node), objective, **kw)
     job_list, default_objective = FAMILIES[family](rng, int(jobs), int(gpus), int(gpus_per_node), **kw)
     return Problem(Cluster(int(gpus), int(gpus_per_node)), tuple(job_list), objective or default_objective)

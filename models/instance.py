@@ -24,6 +24,13 @@ from typing import Any
 
 from elasticopt._io import atomic_write_text
 from elasticopt.errors import InstanceError, ValidationError, format_path
+from elasticopt.models.instance_v2 import (
+    FORMAT_2,
+    instance_schema_2,
+    needs_format_2,
+    problem_from_dict_2,
+    problem_to_dict_2,
+)
 from elasticopt.models.jsontext import check_values, describe, loads
 from elasticopt.models.problem import Cluster, Job, Problem, Running
 from elasticopt.models.throughput import MeasuredThroughput, ThroughputModel
@@ -104,6 +111,13 @@ def _describe_schema_error(err: Any) -> tuple[str, str, object]:
         found = f"{len(found)} items" if isinstance(found, list) else found
     elif v == "minLength":
         expected = f"a string of at least {arg} character(s)"
+    elif v == "oneOf" and path == ["cluster"]:
+        expected = "either 'gpus' (with 'gpus_per_node': one pool) or 'pools' (GPU type -> nodes), not both"
+        found = "both" if isinstance(found, dict) and "pools" in found else "neither"
+    elif v == "oneOf" and "profiles" in json.dumps(arg):
+        expected = "exactly one of 'throughput' (measured rows), 'profile' or 'profiles' (GPU type -> profile)"
+        keys = [k for k in ("throughput", "profile", "profiles") if isinstance(found, dict) and k in found]
+        found = " and ".join(keys) if keys else "none of them"
     elif v == "oneOf":
         expected = "exactly one of 'throughput' (measured points) or 'profile' (a named profile)"
         found = "both" if isinstance(found, dict) and "throughput" in found and "profile" in found else "neither"
@@ -196,11 +210,25 @@ def problem_from_dict(data: Any, file: str = "<memory>") -> Problem:
     if not isinstance(data, dict):
         raise InstanceError(file, "(root)", f"a JSON object (an {FORMAT} document)", describe(data))
     check_values(data, file)
-    validator = _validator_class()(instance_schema())
-    err = jsonschema.exceptions.best_match(validator.iter_errors(data))
-    if err is not None:
-        path, expected, found = _describe_schema_error(err)
-        raise InstanceError(file, path, expected, found)
+
+    def validate(doc: Any, schema: dict[str, Any]) -> None:
+        err = jsonschema.exceptions.best_match(_validator_class()(schema).iter_errors(doc))
+        if err is not None:
+            path, expected, found = _describe_schema_error(err)
+            raise InstanceError(file, path, expected, found)
+
+    if data.get("format") == FORMAT_2:
+        try:
+            validate(data, instance_schema_2())
+        except InstanceError:
+            as_1 = dict(data, format=FORMAT)
+            if not list(_validator_class()(instance_schema()).iter_errors(as_1)):
+                raise InstanceError(file, "format", f"{FORMAT!r} (the rest of the document is written in format 1)",
+                                    FORMAT_2, "change the format tag, or write throughput rows as [type, gpus, batch, "
+                                    "samples/s]") from None
+            raise
+        return problem_from_dict_2(data, file, validate, _resolve_profile)
+    validate(data, instance_schema())
     cl = data["cluster"]
     try:
         cluster = Cluster(cl["gpus"], cl.get("gpus_per_node", 8))
@@ -269,7 +297,12 @@ def _num(x: float) -> float | int:
 
 
 def problem_to_dict(problem: Problem) -> dict[str, Any]:
-    """The instance JSON document of ``problem`` (inverse of :func:`problem_from_dict`)."""
+    """The instance JSON document of ``problem`` (inverse of :func:`problem_from_dict`).
+
+    Format 1 where it can say everything, else format 2 (GPU types, nodes, caller values).
+    """
+    if needs_format_2(problem):
+        return problem_to_dict_2(problem)
     jobs = []
     for job in problem.jobs:
         d: dict[str, Any] = {"id": job.id}

@@ -20,7 +20,7 @@ import importlib.util
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -215,6 +215,11 @@ class Backend(ABC):
             return Solution(
                 out.status, bound=out.bound, message=out.message, build_s=build_s, solve_s=solve_s, stats=stats, **common
             )
+        if out.status is Status.OPTIMAL and not self.exact:
+            # a backend that is not exact never proves an optimum, whatever it says (docs/design.md §3)
+            out = replace(out, status=Status.FEASIBLE, bound=None,
+                          message=f"{self.name} is not an exact backend: its result is FEASIBLE, not OPTIMAL "
+                          "(solve with an exact backend to prove the optimum)")
         choice = np.asarray(out.choice, dtype=np.int64)
         problem = _check_choice(table, choice)
         if problem:

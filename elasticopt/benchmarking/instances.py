@@ -158,7 +158,7 @@ def family_instances(
     ValidationError
         For an unknown family or non-positive sizes.
     """
-    from elasticopt.generate import FAMILIES
+    from elasticopt.generate import ALL_FAMILIES as FAMILIES
 
     fams = list(families)
     for f in fams:

@@ -15,7 +15,7 @@ __all__ = ["register", "run"]
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``generate`` subcommand."""
-    from elasticopt.generate import FAMILIES
+    from elasticopt.generate import ALL_FAMILIES as FAMILIES
 
     p = subparsers.add_parser(
         "generate",
