@@ -2,7 +2,7 @@
 
 Usage::
 
-    python validation/fit_gavel.py DATA_DIR [--out elasticopt/profiles/data/gavel.json]
+    python validation/fit_gavel.py DATA_DIR [--out elasticopt/profiles/data/hetero/gavel.json]
                                             [--report validation/fit_report_gavel.md]
                                             [--folds 5] [--seed 0]
 
@@ -83,7 +83,7 @@ def run(data_dir: Path, out: Path, report: Path, folds: int, seed: int) -> list[
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("data_dir", type=Path)
-    ap.add_argument("--out", type=Path, default=ROOT / "elasticopt" / "profiles" / "data" / "gavel.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "elasticopt" / "profiles" / "data" / "hetero" / "gavel.json")
     ap.add_argument("--report", type=Path, default=ROOT / "validation" / "fit_report_gavel.md")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)

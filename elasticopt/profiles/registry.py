@@ -21,7 +21,10 @@ from elasticopt.errors import ValidationError
 from elasticopt.models.throughput import ThroughputModel
 from elasticopt.profiles.parametric import ParametricProfile
 
-__all__ = ["PROFILE_FORMAT", "get_profile", "profile_names", "profile_sets", "register_profile", "unregister_profile"]
+__all__ = [
+    "PROFILE_FORMAT", "get_profile", "hetero_profile_sets", "profile_names", "profile_sets", "register_profile",
+    "unregister_profile",
+]
 
 #: Profiles registered at run time, by name.
 _REGISTERED: dict[str, ThroughputModel] = {}
@@ -29,22 +32,29 @@ _REGISTERED: dict[str, ThroughputModel] = {}
 PROFILE_FORMAT = "elasticopt-profiles/1"
 
 
-@lru_cache(maxsize=1)
-def _load() -> tuple[dict[str, ParametricProfile], dict[str, dict]]:
-    profiles: dict[str, ParametricProfile] = {}
+def _read_sets(folder, where: str, profiles: dict[str, ParametricProfile]) -> dict[str, dict]:
     sets: dict[str, dict] = {}
-    folder = resources.files("elasticopt.profiles") / "data"
+    if not folder.is_dir():
+        return sets
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".json") or entry.name.startswith("efficiency_"):
             continue  # efficiency_*.json: statistical efficiency (elasticopt.profiles.efficiency)
         doc = json.loads(entry.read_text(encoding="utf-8"))
         if doc.get("format") != PROFILE_FORMAT:
-            raise ValidationError(f"profiles/data/{entry.name}.format", repr(PROFILE_FORMAT),
-                                  doc.get("format"))
+            raise ValidationError(f"{where}/{entry.name}.format", repr(PROFILE_FORMAT), doc.get("format"))
         sets[doc["set"]] = {k: v for k, v in doc.items() if k != "profiles"}
         for name, d in doc["profiles"].items():
             profiles[name] = ParametricProfile.from_dict(name, d)
-    return profiles, sets
+    return sets
+
+
+@lru_cache(maxsize=1)
+def _load() -> tuple[dict[str, ParametricProfile], dict[str, dict], dict[str, dict]]:
+    profiles: dict[str, ParametricProfile] = {}
+    data = resources.files("elasticopt.profiles") / "data"
+    sets = _read_sets(data, "profiles/data", profiles)
+    hetero = _read_sets(data / "hetero", "profiles/data/hetero", profiles)
+    return profiles, sets, hetero
 
 
 def register_profile(profile: ThroughputModel, *, replace: bool = False) -> ThroughputModel:
@@ -99,8 +109,13 @@ def profile_names() -> list[str]:
 
 
 def profile_sets() -> dict[str, dict]:
-    """Per measurement set: source, licence, hardware, how the fit was made."""
+    """Per measurement set of the single-type profiles (A100, T4): source, licence, hardware, how the fit was made."""
     return {k: dict(v) for k, v in _load()[1].items()}
+
+
+def hetero_profile_sets() -> dict[str, dict]:
+    """Per measurement set of several GPU types with packed and spread rows (Gavel's K80, P100, V100)."""
+    return {k: dict(v) for k, v in _load()[2].items()}
 
 
 def get_profile(name: str) -> ThroughputModel:
