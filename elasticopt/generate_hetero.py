@@ -24,7 +24,7 @@ import numpy as np
 
 from elasticopt.models import Cluster, Job, Problem, Running
 from elasticopt.models.problem import Pool
-from elasticopt.profiles import get_profile, profile_names
+from elasticopt.profiles import get_profile, hetero_profile_names, profile_names
 
 __all__ = ["HETERO_FAMILIES", "NETWORK_PROFILES"]
 
@@ -118,7 +118,7 @@ def _hetero(rng, jobs: int, gpus: int, gpus_per_node: int, *, cluster: str = "si
             **_) -> tuple[Cluster, list[Job], str]:
     pools = _pools(cluster, gpus)
     cl = Cluster(pools=pools)
-    known = set(profile_names())
+    known = set(profile_names()) | set(hetero_profile_names())
     nets = []
     for net, by_type in NETWORK_PROFILES.items():
         models = {t: get_profile(p) for t, p in by_type.items() if t in pools and p in known}

@@ -132,7 +132,7 @@ def _resolve_profile(name: str, file: str, path: str) -> ThroughputModel:
     except ImportError as exc:  # pragma: no cover - profiles ship with the package
         raise InstanceError(file, path, "a known profile name", name, f"profiles unavailable: {exc}") from None
     get = getattr(profiles, "get_profile", None)
-    known = list(getattr(profiles, "profile_names", lambda: [])())
+    known = list(getattr(profiles, "profile_names", lambda: [])()) + list(profiles.hetero_profile_names())
     if get is None or name not in known:
         raise InstanceError(file, path, "a known profile: " + (", ".join(known) or "(none installed)"), name)
     return get(name)

@@ -13,6 +13,7 @@ from elasticopt.profiles.parametric import IterationTimeParams, ParametricProfil
 from elasticopt.profiles.csvtable import read_throughput_csv
 from elasticopt.profiles.registry import (
     get_profile,
+    hetero_profile_names,
     hetero_profile_sets,
     profile_names,
     profile_sets,
@@ -26,6 +27,7 @@ __all__ = [
     "ParametricProfile",
     "TabularProfile",
     "get_profile",
+    "hetero_profile_names",
     "hetero_profile_sets",
     "iteration_time_s",
     "profile_names",

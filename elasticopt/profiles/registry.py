@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+from typing import Any
 from importlib import resources
 
 from elasticopt.errors import ValidationError
@@ -22,7 +23,7 @@ from elasticopt.models.throughput import ThroughputModel
 from elasticopt.profiles.parametric import ParametricProfile
 
 __all__ = [
-    "PROFILE_FORMAT", "get_profile", "hetero_profile_sets", "profile_names", "profile_sets", "register_profile",
+    "PROFILE_FORMAT", "get_profile", "hetero_profile_names", "hetero_profile_sets", "profile_names", "profile_sets", "register_profile",
     "unregister_profile",
 ]
 
@@ -30,6 +31,16 @@ __all__ = [
 _REGISTERED: dict[str, ThroughputModel] = {}
 
 PROFILE_FORMAT = "elasticopt-profiles/1"
+
+
+def _factor(name: str, d: dict):
+    from elasticopt.profiles.factor import FactorProfile
+
+    return FactorProfile.from_dict(name, d)
+
+
+#: Profile kind (``"kind"`` of a profile entry) -> its reader.
+_KINDS = {"parametric": ParametricProfile.from_dict, "factor": _factor}
 
 
 def _read_sets(folder, where: str, profiles: dict[str, ParametricProfile]) -> dict[str, dict]:
@@ -44,17 +55,27 @@ def _read_sets(folder, where: str, profiles: dict[str, ParametricProfile]) -> di
             raise ValidationError(f"{where}/{entry.name}.format", repr(PROFILE_FORMAT), doc.get("format"))
         sets[doc["set"]] = {k: v for k, v in doc.items() if k != "profiles"}
         for name, d in doc["profiles"].items():
-            profiles[name] = ParametricProfile.from_dict(name, d)
+            profiles[name] = _KINDS[d.get("kind", "parametric")](name, d)
     return sets
 
 
 @lru_cache(maxsize=1)
-def _load() -> tuple[dict[str, ParametricProfile], dict[str, dict], dict[str, dict]]:
+def _load() -> tuple[dict[str, ParametricProfile], dict[str, dict], dict[str, dict], dict[str, Any]]:
     profiles: dict[str, ParametricProfile] = {}
+    hetero_profiles: dict[str, Any] = {}
     data = resources.files("elasticopt.profiles") / "data"
     sets = _read_sets(data, "profiles/data", profiles)
-    hetero = _read_sets(data / "hetero", "profiles/data/hetero", profiles)
-    return profiles, sets, hetero
+    hetero = _read_sets(data / "hetero", "profiles/data/hetero", hetero_profiles)
+    return profiles, sets, hetero, hetero_profiles
+
+
+def hetero_profile_names() -> list[str]:
+    """Names of the profiles of the heterogeneous-GPU sets (Gavel's ``k80/...``, ``p100/...``, ``v100/...``).
+
+    Kept apart from :func:`profile_names` (the single-type A100 and T4 sets the
+    paper workloads draw from); :func:`get_profile` and instance files resolve both.
+    """
+    return sorted(_load()[3])
 
 
 def register_profile(profile: ThroughputModel, *, replace: bool = False) -> ThroughputModel:
@@ -89,7 +110,7 @@ def register_profile(profile: ThroughputModel, *, replace: bool = False) -> Thro
     name = profile.name
     if not isinstance(name, str) or not name or any(c.isspace() for c in name):
         raise ValidationError("profile.name", "a non-empty name without spaces, e.g. 'mylab/resnet50'", name)
-    if name in _load()[0]:
+    if name in _load()[0] or name in _load()[3]:
         raise ValidationError("profile.name", "a name no shipped profile has", name,
                               hint="pick another name, e.g. with your lab or hardware as prefix")
     if name in _REGISTERED and not replace and _REGISTERED[name] is not profile:
@@ -128,9 +149,11 @@ def get_profile(name: str) -> ThroughputModel:
     """
     profiles = _load()[0]
     try:
-        return _REGISTERED[name] if name in _REGISTERED else profiles[name]
+        if name in _REGISTERED:
+            return _REGISTERED[name]
+        return profiles[name] if name in profiles else _load()[3][name]
     except (KeyError, TypeError):
         raise ValidationError(
-            "profile", "one of " + ", ".join(profile_names()), name,
+            "profile", "one of " + ", ".join(profile_names() + hetero_profile_names()), name,
             hint="profile names are '<hardware>/<network>'",
         ) from None
