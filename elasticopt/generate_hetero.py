@@ -20,6 +20,8 @@ Same seed, same problem.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from elasticopt.models import Cluster, Job, Problem, Running
@@ -109,8 +111,7 @@ def _running(rng, job: Job, cluster: Cluster, used: dict[str, list[int]]) -> Job
             continue  # no room on the nodes: try another option
         used[o.gpu_type] = left
         run = Running(o.gpus, o.batch, o.gpu_type, tuple(nodes))
-        return Job(job.id, job.throughput, job.batch_min, job.batch_max, job.max_local, job.gpus_min, job.gpus_max,
-                   run, job.remaining_samples, job.weight, job.types, job.values)
+        return replace(job, running=run)
     return job
 
 

@@ -251,11 +251,14 @@ def place_choice(
         ``counts``: optional ``{row: {node: GPUs}}`` for packed jobs, decided
     elsewhere (a MILP's node variables), used as given.
 
-    ``status`` as :class:`Placement`'s (the worst over the types);
+    ``status`` as :class:`Placement`'s (the worst over the types); a table
+    without ``pools`` (built without its cluster's nodes) places nothing;
         ``nodes[row]`` = ``{node name: GPU indices}`` for every job that runs,
         when placed.
     """
     choice = np.asarray(choice, dtype=np.int64)
+    if table.pools is None:  # a table built without its cluster's nodes: totals only, nothing to place
+        return "placed", {}
     rows = np.flatnonzero(choice >= 0)
     cols = choice[rows]
     types = table.gpu_type[rows, cols]
