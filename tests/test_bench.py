@@ -91,7 +91,7 @@ class Overbooker:
 
 
 def test_custom_solver_beside_builtins_and_rows():
-    res = run_benchmark(["numpy-dp", "milp", Sleeper()], TINY, repeats=2, time_limit_s=0.05)
+    res = run_benchmark(["numpy-dp", "milp", Sleeper()], TINY, repeats=2, time_limit_s=0.5)  # milp needs far less on TINY, even on a loaded machine
     solvers = [r.solver for r in res.rows]
     assert sorted(set(solvers)) == ["milp", "numpy-dp", "sleeper"]
     assert len(res.rows) == 3 * 2  # every (solver, repeat), nothing dropped
@@ -106,7 +106,7 @@ def test_custom_solver_beside_builtins_and_rows():
     # the time-out is a LIMIT row, consistent (below the optimum), not within the limit
     slow = [r for r in res.rows if r.solver == "sleeper"]
     assert [r.status for r in slow] == ["LIMIT", "LIMIT"]
-    assert all(r.within_limit is False and r.total_s >= 0.05 and r.agrees_with_best for r in slow)
+    assert all(r.within_limit is False and r.total_s >= 0.5 and r.agrees_with_best for r in slow)
     assert all(r.gap_to_best == 1.0 for r in slow)  # idle allocation: objective 0
     milp = [r for r in res.rows if r.solver == "milp"]
     assert {r.objective for r in milp} == {r.objective for r in dp_rows} == {res.instances[0].best_objective}
