@@ -48,8 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--policy", default="elastic", help="scheduling policy (default elastic)")
     p.add_argument("--solver", default="dp", help="solver of the elastic policy (default dp)")
     p.add_argument("--out", default="elasticopt-launch", help="run directory (default ./elasticopt-launch)")
-    p.add_argument("--restart-cost-s", type=float, default=10.0,
-                   help="seconds a start or rescale is charged by the autoscaler (default 10)")
+    p.add_argument("--restart-cost-s", type=float, default=None,
+                   help="seconds a start or rescale is charged by the autoscaler (default: 10 with torchrun, "
+                   "1 with ray, about what a rescale costs with each)")
     p.add_argument("--tick-s", type=float, default=30.0,
                    help="re-decide every N seconds with the measured rates (0: only on events)")
     p.add_argument("--stop-timeout-s", type=float, default=120.0,

@@ -38,7 +38,8 @@ from elasticopt.scheduling.policies import get_policy
 from elasticopt.scheduling.records import JobRecord, write_jobs_csv, write_summary_json, write_timeline_csv
 from elasticopt.scheduling.workload import save_workload
 
-__all__ = ["LaunchConfig", "LaunchResult", "launch", "job_rows", "adopt_recovered", "EXECUTORS", "make_executor"]
+__all__ = ["LaunchConfig", "LaunchResult", "launch", "job_rows", "adopt_recovered", "EXECUTORS", "DEFAULT_RESTART_COST_S",
+           "make_executor"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,9 @@ def _ray(out_dir: Path, pool: DevicePool, **kwargs: Any) -> GenerationExecutor:
 
 
 EXECUTORS: dict[str, Callable[..., GenerationExecutor]] = {"torchrun": _torchrun, "ray": _ray}
+DEFAULT_RESTART_COST_S = {"torchrun": 10.0, "ray": 1.0}
+"""What the autoscaler charges a start or rescale by default: about what one costs with each backend
+(torchrun: Python and torch start-up, 7-12 s measured on CPU; ray: warm workers, 0.1-0.5 s)."""
 """Launcher backends by name: ``torchrun`` (new processes on this machine) and ``ray`` (warm actors on a Ray cluster)."""
 
 
@@ -71,7 +75,7 @@ class LaunchConfig:
     policy: str = "elastic"
     solver: str = "dp"
     backend: str = "torchrun"  # what runs a generation: a key of EXECUTORS
-    restart_cost_s: float = 10.0
+    restart_cost_s: float | None = None  # None: DEFAULT_RESTART_COST_S of the backend
     tick_s: float | None = 30.0
     poll_s: float = 0.2
     write_every_s: float = 5.0
@@ -205,6 +209,8 @@ def launch(
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if config.restart_cost_s is None:
+        config = dataclasses.replace(config, restart_cost_s=DEFAULT_RESTART_COST_S.get(config.backend, 10.0))
     specs = [dataclasses.replace(s, throughput=s.throughput if isinstance(s.throughput, ObservedThroughput)
                                  else ObservedThroughput(s.throughput)) for s in specs]  # fmt: skip
     save_workload([dataclasses.replace(s, throughput=s.throughput.prior, payload={}) for s in specs],

@@ -9,6 +9,7 @@ a few warm workers, each one job's rank at a time.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -100,7 +101,11 @@ def test_rescale_2_1_3_across_nodes_resumes_exactly_and_matches_uninterrupted(ex
     job = ex.jobs["j"]
     assert job.account.lost_samples == 0 and job.account.restarts == 0 and len(job.account.downtimes_s) == 2
     assert "micro=(64, 64)" in gen_log(run, "j", 2) and "backend=gloo" in gen_log(run, "j", 3)
-    assert "warm worker" in gen_log(run, "j", 3)
+    pids = {g: {pid for log in (run / "jobs" / "j" / f"gen-{g:04d}").glob("log*.txt")
+                for pid in re.findall(r"warm worker pid (\d+)", log.read_text())} for g in (1, 2, 3)}
+    assert len(pids[1]) == 2 and len(pids[3]) == 3  # one process per rank
+    assert pids[2] <= pids[1] <= pids[3]  # the same warm processes, generation after generation
+    assert "(worker's generation 2)" in gen_log(run, "j", 2)
     final = load_latest_checkpoint(run / "jobs" / "j")
     assert TOTAL <= final["position"] < TOTAL + 192
 
