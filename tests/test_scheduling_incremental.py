@@ -7,7 +7,7 @@ import pytest
 
 from elasticopt.models import compile_problem
 from elasticopt.scheduling import SimulationConfig, simulate
-from elasticopt.scheduling.generator import generate_workload
+from elasticopt.scheduling.workload_generator import generate_workload
 from elasticopt.scheduling.hysteresis import Hysteresis
 from elasticopt.scheduling.policies.elastic import ElasticPolicy
 from elasticopt.scheduling.policies.fixed_batch import FixedBatchPolicy
@@ -77,3 +77,17 @@ def test_overridden_filter_falls_back_to_compiling():
     assert not Mine()._uses_cache()
     res = simulate(generate_workload(20, 16, 1.0, seed=1), Mine(), SimulationConfig(gpus=16))
     assert all(r.final_gpus <= 2 for r in res.records)
+
+
+from hypothesis import given, settings  # noqa: E402
+
+from elasticopt.models.reductions import _keep_mask, _keep_mask_rows  # noqa: E402
+from elasticopt.testing.strategies import problems  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems(max_jobs=10, max_gpus=16, max_options=6))
+def test_vectorised_reduction_mask_equals_the_per_job_loop(problem):
+    table = compile_problem(problem)
+    for dominance in (True, False):
+        assert np.array_equal(_keep_mask_rows(table, dominance), _keep_mask(table, True, dominance))

@@ -7,10 +7,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elasticopt.scheduling import SimulationConfig, get_policy, option_error, simulate
-from elasticopt.scheduling.generator import generate_workload
+from elasticopt.scheduling.workload_generator import generate_workload
+from elasticopt.profiles.efficiency import StatisticalEfficiency
 from elasticopt.scheduling.toy import toy_job, toy_throughput
 
-POLICIES = ["elastic", "fixed-batch", "static", "static-backfill", "greedy"]
+POLICIES = ["elastic", "fixed-batch", "static", "static-backfill", "greedy",
+            "elastic-goodput", "optimus", "tiresias", "pollux"]
 
 
 @st.composite
@@ -29,6 +31,7 @@ def workloads(draw):
         jobs.append(toy_job(
             f"j{i}", arrival_s=draw(st.sampled_from([0.0, 0.0, 10.0, 55.5, 300.0, 1000.0])),
             total_samples=draw(st.floats(1e3, 5e4)), submitted_gpus=k, submitted_batch=k * local, model=model,
+            efficiency=StatisticalEfficiency(8, draw(st.sampled_from([1.0, 50.0, 1e4]))),
         ))
     return gpus, jobs
 
@@ -44,7 +47,7 @@ class Recording:
         return self.last
 
 
-def check_run(gpus, jobs, policy, restart_cost_s, noise=0.0):
+def check_run(gpus, jobs, policy, restart_cost_s, noise=0.0, progress="samples"):
     pol = Recording(get_policy(policy, solver="numpy-dp"))
     seen_active: list[set] = []
     problems = []
@@ -64,7 +67,7 @@ def check_run(gpus, jobs, policy, restart_cost_s, noise=0.0):
                 problems.append(f"{jid}: policy {want}, executor {got}")
 
     cfg = SimulationConfig(gpus=gpus, gpus_per_node=8, restart_cost_s=restart_cost_s, seed=3,
-                           throughput_noise=noise)
+                           throughput_noise=noise, progress=progress)
     res = simulate(jobs, pol, cfg, keep_segments=True, on_decision=on_decision)
     assert not problems, problems[:5]
     by_id = {j.id: j for j in jobs}
@@ -107,6 +110,20 @@ def test_invariants(wl, policy, restart_cost_s):
     if policy == "fixed-batch":
         assert all(s.batch == j.submitted_batch for j in jobs for s in res.segments if s.job_id == j.id)
     for r in res.records:  # restart cost charged at every start and rescale
+        assert r.restart_s == pytest.approx(restart_cost_s * (r.starts + r.rescales))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(), st.sampled_from(POLICIES), st.sampled_from([0.0, 30.0]))
+def test_invariants_under_goodput_progress(wl, policy, restart_cost_s):
+    """Conservation laws in effective samples: each job's segments add up to its total, at T * E."""
+    gpus, jobs = wl
+    res = check_run(gpus, jobs, policy, restart_cost_s, progress="goodput")
+    by_id = {j.id: j for j in jobs}
+    for s in res.segments:
+        j = by_id[s.job_id]
+        assert s.samples_per_s == pytest.approx(j.throughput.samples_per_s(s.gpus, s.batch) * j.efficiency(s.batch))
+    for r in res.records:
         assert r.restart_s == pytest.approx(restart_cost_s * (r.starts + r.rescales))
 
 

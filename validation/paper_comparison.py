@@ -9,7 +9,7 @@ seeds each, and writes a table and a plot:
     validation/results/paper_comparison.md   (+ .png, + .json with every figure)
 
 Each run: a workload generated at the given load (Philly sizes and durations,
-t4/* profiles, see elasticopt.scheduling.generator), simulated until the last
+t4/* profiles, see elasticopt.scheduling.workload_generator), simulated until the last
 arrival (the horizon): "completed" counts jobs finished by then, "JCT" is the
 mean over those, "JCT all" counts unfinished jobs at the horizon.
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from elasticopt._io import atomic_write_text
 from elasticopt.scheduling import SimulationConfig, simulate
-from elasticopt.scheduling.generator import generate_workload
+from elasticopt.scheduling.workload_generator import generate_workload
 from elasticopt.scheduling.plots import _figure, _save
 
 POLICIES = ("elastic", "fixed-batch", "static")

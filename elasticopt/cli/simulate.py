@@ -77,13 +77,13 @@ def load_any(path: Path):
 
 
 def _generate(args) -> int:
-    from elasticopt.scheduling.generator import generate_workload
+    from elasticopt.scheduling.workload_generator import generate_workload
     from elasticopt.scheduling.workload import save_workload
 
     nets = [n.strip() for n in args.networks.split(",")] if args.networks else None
     jobs = generate_workload(args.jobs, args.gpus, args.load, seed=args.seed, networks=nets, trace=args.trace,
                              duration_max_s=args.duration_max_s, duration_scale=args.duration_scale)
-    meta = {"generator": "elasticopt.scheduling.generator", "gpus": args.gpus, "load": args.load,
+    meta = {"generator": "elasticopt.scheduling.workload_generator", "gpus": args.gpus, "load": args.load,
             "seed": args.seed, "jobs": args.jobs}
     save_workload(jobs, args.generate, meta=meta)
     print(f"wrote {len(jobs)} jobs to {args.generate} (last arrival at {jobs[-1].arrival_s:.0f} s)")

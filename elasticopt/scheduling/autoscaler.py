@@ -300,8 +300,8 @@ class Autoscaler:
         vetoed = []
         for st in snap.running:
             tgt = target.get(st.id)
-            if tgt is None:
-                continue  # stops release GPUs: never vetoed
+            if tgt is None or tgt[0] < st.gpus:
+                continue  # stops and shrinks release GPUs the target may count on: never vetoed
             if not self.hysteresis.allows(st, *tgt):
                 target[st.id] = st.allocation
                 vetoed.append(st.id)

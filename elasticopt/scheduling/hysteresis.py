@@ -1,7 +1,10 @@
 """The anti-thrashing rule, defined once: which changes of a running job are worth a restart.
 
-A running job's change to (k, b) is *allowed* when it releases GPUs (a
-shrink: never vetoed, others need them) or when both hold:
+A running job's change to (k, b) is *allowed* only after a **cool-down**:
+the job has run at least ``min_interval_restarts`` times its restart cost
+since its last start or rescale (so restarts take at most about
+``1 / min_interval_restarts`` of its time).  Past it, a shrink (it releases
+GPUs others need) is allowed, and any other change when both hold:
 
 - **gain**: its rate rises by at least ``min_gain`` (``rate_new >=
   (1 + min_gain) * rate_now``), and
@@ -11,9 +14,11 @@ shrink: never vetoed, others need them) or when both hold:
 
 Rates are the job's believed *progress* rates (:meth:`JobState.progress_per_s`:
 samples/s, or effective samples/s under goodput accounting).  Policies drop
-disallowed options before solving (:func:`option_filter`) so the solver does
-not plan GPUs that would stay unused; the autoscaler vetoes any target that
-breaks it (:meth:`Hysteresis.allows`) whatever the policy.
+disallowed options before solving (:func:`option_filter`), shrinks included,
+so the solver plans neither GPUs that would stay unused nor churn; the
+autoscaler vetoes any non-shrinking change that breaks it
+(:meth:`Hysteresis.allows`) whatever the policy (a shrink it cannot veto: the
+target's GPUs may depend on it).
 """
 
 from __future__ import annotations
@@ -40,20 +45,29 @@ class Hysteresis:
         (0.2 = at least 20 % faster).
     payback_factor
         The time saved must exceed this many restart costs.
+    min_interval_restarts
+        Cool-down: no change before the job has run this many restart costs
+        since its last start or rescale (0: none).
     """
 
     min_gain: float = 0.0
     payback_factor: float = 1.0
+    min_interval_restarts: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("min_gain", "payback_factor"):
+        for name in ("min_gain", "payback_factor", "min_interval_restarts"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValidationError(f"hysteresis.{name}", "a finite number >= 0", v)
 
     def allows(self, state: JobState, gpus: int, batch: int) -> bool:
         """Whether the running job ``state`` may change to (gpus, batch) (always True for a queued job)."""
-        if not state.is_running or gpus < state.gpus or (gpus, batch) == state.allocation:
+        if not state.is_running or (gpus, batch) == state.allocation:
+            return True
+        since = state.since_rescale_s
+        if since is not None and since < self.min_interval_restarts * state.restart_cost_s:
+            return False
+        if gpus < state.gpus:
             return True
         rate_new = state.progress_per_s(gpus, batch)
         if rate_new is None or rate_new <= 0:

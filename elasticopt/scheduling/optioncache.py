@@ -17,6 +17,7 @@ both on every decision of a simulation).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,7 +26,29 @@ from elasticopt.scheduling.executor import JobSpec
 from elasticopt.scheduling.hysteresis import Hysteresis
 from elasticopt.scheduling.state import JobState, to_model_job
 
-__all__ = ["OptionCache", "VECTOR_OBJECTIVES"]
+__all__ = ["Columns", "OptionCache", "VECTOR_OBJECTIVES", "register_vector_objective"]
+
+
+@dataclass(frozen=True, eq=False)
+class Columns:
+    """What an objective sees of the active jobs: arrays ``[n]`` per job, ``[n, K]`` per option.
+
+    ``t`` samples/s, ``e`` statistical efficiency E(b), ``k`` GPUs, ``valid``
+    the options kept, ``cur`` the current option, ``w`` weights, ``rem``
+    remaining work (progress units), ``running``, ``cost`` restart seconds,
+    ``good`` progress counted in effective samples.
+    """
+
+    w: np.ndarray
+    t: np.ndarray
+    e: np.ndarray
+    k: np.ndarray
+    valid: np.ndarray
+    rem: np.ndarray
+    cur: np.ndarray
+    running: np.ndarray
+    cost: np.ndarray
+    good: np.ndarray
 
 
 def _per_gpu_best(rate: np.ndarray, gpus: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -35,23 +58,34 @@ def _per_gpu_best(rate: np.ndarray, gpus: np.ndarray, valid: np.ndarray) -> np.n
     return np.where(np.isfinite(r), r, 1.0)
 
 
-def _speedup(w, t, e, k, valid, rem):
-    return (w[:, None] * t) / _per_gpu_best(t, k, valid)[:, None]
+def _speedup(c: Columns) -> np.ndarray:
+    return (c.w[:, None] * c.t) / _per_gpu_best(c.t, c.k, c.valid)[:, None]
 
 
-def _goodput(w, t, e, k, valid, rem):
-    g = t * e
-    return (w[:, None] * g) / _per_gpu_best(g, k, valid)[:, None]
+def _goodput(c: Columns) -> np.ndarray:
+    g = c.t * c.e
+    return (c.w[:, None] * g) / _per_gpu_best(g, c.k, c.valid)[:, None]
 
 
-#: Objective values as array operations, same float operations as ``models.table.OBJECTIVE_VALUES``:
-#: (weights[n], T[n, K], E[n, K], k[n, K], valid[n, K], remaining[n]) -> values[n, K].
-VECTOR_OBJECTIVES: dict[str, Callable[..., np.ndarray]] = {
+def _completion(c: Columns) -> np.ndarray:
+    rem = np.where(c.rem > 0, c.rem, np.nan)
+    return (c.w[:, None] * c.t) / rem[:, None]
+
+
+#: Objective values as array operations, :class:`Columns` -> values ``[n, K]``; the first four with
+#: the same float operations as ``models.table.OBJECTIVE_VALUES`` (so the same integer table).
+VECTOR_OBJECTIVES: dict[str, Callable[[Columns], np.ndarray]] = {
     "speedup": _speedup,
     "goodput": _goodput,
-    "throughput": lambda w, t, e, k, valid, rem: w[:, None] * t,
-    "completion": lambda w, t, e, k, valid, rem: (w[:, None] * t) / rem[:, None],
+    "throughput": lambda c: c.w[:, None] * c.t,
+    "completion": _completion,
 }
+
+
+def register_vector_objective(name: str, values: Callable[[Columns], np.ndarray]) -> str:
+    """Add a separable objective for policies built on :class:`OptionCache`; returns ``name``."""
+    VECTOR_OBJECTIVES[name] = values
+    return name
 
 
 class OptionCache:
@@ -153,6 +187,7 @@ class OptionCache:
         rnow = np.zeros(n, np.float64)
         bsub = np.zeros(n, np.int64)
         good = np.zeros(n, bool)
+        since = np.full(n, np.inf)  # seconds since the last start / rescale (inf: never started)
         for j, st in enumerate(jobs):
             spec = st.spec
             r = self._row.get(spec.id)
@@ -167,6 +202,8 @@ class OptionCache:
                 kn[j], bn[j] = st.gpus, st.batch
                 cost[j] = st.restart_cost_s
                 rnow[j] = st.progress_per_s(st.gpus, st.batch) or 0.0
+                if st.since_rescale_s is not None:
+                    since[j] = st.since_rescale_s
         K, B, T, E = self._k[rows], self._b[rows], self._t[rows], self._e[rows]
         valid = self._valid[rows]
         running = kn > 0
@@ -175,11 +212,10 @@ class OptionCache:
         if fixed_batch:
             keep &= B == bsub[:, None]
         if hysteresis is not None:
-            keep &= self._hysteresis_mask(hysteresis, K, T, E, kn, rem, cost, rnow, good, running)
+            keep &= self._hysteresis_mask(hysteresis, K, T, E, kn, rem, cost, rnow, good, running, since)
         valid = valid & (cur | keep)
-        if objective == "completion":
-            rem = np.where(rem > 0, rem, np.nan)
-        value = VECTOR_OBJECTIVES[objective](w, T, E, K, valid, rem)
+        cols = Columns(w=w, t=T, e=E, k=K, valid=valid, rem=rem, cur=cur, running=running, cost=cost, good=good)
+        value = VECTOR_OBJECTIVES[objective](cols)
         lam = float(rescale_penalty)
         if lam:
             value = np.where(running[:, None] & ~cur, value - lam, value)
@@ -225,7 +261,7 @@ class OptionCache:
         )
 
     @staticmethod
-    def _hysteresis_mask(rule, K, T, E, kn, rem, cost, rnow, good, running) -> np.ndarray:
+    def _hysteresis_mask(rule, K, T, E, kn, rem, cost, rnow, good, running, since) -> np.ndarray:
         """``rule.allows`` for every option, as an array (same float operations)."""
         rate = np.where(good[:, None], T * E, T)
         r0 = rnow[:, None]
@@ -234,4 +270,5 @@ class OptionCache:
             saved = rem[:, None] / r0 - rem[:, None] / rate
             pay_ok = (r0 <= 0) | (saved > rule.payback_factor * cost[:, None])
         allowed = gain_ok & pay_ok & (rate > 0)
-        return ~running[:, None] | (K < kn[:, None]) | allowed
+        cool = ~(since < rule.min_interval_restarts * cost)
+        return ~running[:, None] | (cool[:, None] & ((K < kn[:, None]) | allowed))
