@@ -25,7 +25,7 @@ class ElasticGoodputPolicy(ElasticPolicy):
         self,
         solver: str = "dp",
         priority: str = "arrival",
-        rescale_penalty: float = 0.01,
+        rescale_penalty: float = 0.3,
         payback: bool = True,
         allow_preemption: bool = False,
         time_limit_s: float | None = None,
