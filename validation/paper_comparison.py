@@ -30,7 +30,7 @@ import numpy as np
 from elasticopt._io import atomic_write_text
 from elasticopt.scheduling import SimulationConfig, simulate
 from elasticopt.scheduling.workload_generator import generate_workload
-from elasticopt.scheduling.plots import _figure, _save
+from elasticopt.plotting import new_figure, save_figure
 
 POLICIES = ("elastic", "fixed-batch", "static")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -103,9 +103,8 @@ def summarise(points):
 
 
 def plot(rows, path):
-    plt = _figure()
     clusters = sorted({r["gpus"] for r in rows})
-    fig, axes = plt.subplots(2, len(clusters), figsize=(5 * len(clusters), 7), squeeze=False)
+    fig, axes = new_figure(5 * len(clusters), 7, 2, len(clusters))
     for c, gpus in enumerate(clusters):
         rs = [r for r in rows if r["gpus"] == gpus]
         loads = [r["load"] for r in rs]
@@ -121,8 +120,7 @@ def plot(rows, path):
             ax.set_xlabel("offered load")
             ax.grid(alpha=0.3)
         axes[0][c].legend(fontsize=8)
-    _save(fig, path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def markdown(rows, sens, args, wall_s):

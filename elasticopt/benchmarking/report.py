@@ -16,11 +16,11 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from elasticopt._io import atomic_write_bytes, atomic_write_text
+from elasticopt._io import atomic_write_text
 from elasticopt.benchmarking.rows import ROW_FIELDS, BenchResult, BenchRow
 
 __all__ = ["SummaryRow", "summarize", "write_results", "plot_times", "rows_csv"]
@@ -139,45 +139,14 @@ def plot_times(result: BenchResult, out_dir: str | Path) -> list[Path]:
 
     One panel per instance family (file stem for files; pooled into one panel
     beyond :data:`MAX_PANELS` groups).  ERROR runs are left out; LIMIT runs
-    count with the time they took.  Returns the PNG paths written.
+    count with the time they took.  Drawn by
+    :func:`elasticopt.plotting.plot_solver_times`; returns the PNG, PDF and
+    SVG paths written.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from elasticopt.plotting import plot_solver_times
 
-    out = Path(out_dir)
     summ = summarize([r for r in result.rows if r.status != "ERROR"])  # a failed run has no meaningful time
-    fams = sorted({s.family for s in summ})
-    if len(fams) > MAX_PANELS:  # e.g. many instance files: one panel, medians pooled over groups
-        summ = [replace(s, family="all instances") for s in summ]
-        fams = ["all instances"]
-    solvers = sorted({s.solver for s in summ})
-    paths = []
-    for axis, fname, label in (("n", "time_vs_n.png", "jobs n"), ("G", "time_vs_G.png", "GPUs G")):
-        fig = Figure(figsize=(5.5 * len(fams), 4.2), layout="constrained")
-        FigureCanvasAgg(fig)
-        axes = fig.subplots(1, len(fams), squeeze=False)[0]
-        for ax, fam in zip(axes, fams):
-            for solver in solvers:
-                pts: dict[int, list[float]] = {}
-                for s in summ:
-                    if s.family == fam and s.solver == solver:
-                        pts.setdefault(getattr(s, axis), []).append(s.median_total_s)
-                if not pts:
-                    continue
-                xs = sorted(pts)
-                ys = [max(statistics.median(pts[x]), 1e-6) for x in xs]
-                ax.plot(xs, ys, marker="o", label=solver)
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel(label)
-            ax.set_ylabel("median solve time, s (build + run)")
-            ax.set_title(fam)
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize="small")
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110)
-        paths.append(atomic_write_bytes(out / fname, buf.getvalue()))
-    return paths
+    return plot_solver_times(summ, out_dir, formats=("png", "pdf", "svg"), max_panels=MAX_PANELS)
 
 
 def write_results(result: BenchResult, out_dir: str | Path, *, plots: bool = True) -> list[Path]:

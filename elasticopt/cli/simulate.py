@@ -42,10 +42,23 @@ def register(subparsers) -> None:
     p.add_argument("--horizon-s", type=float, default=None, help="stop at this time (default: all jobs done)")
     p.add_argument("--tick-s", type=float, default=None, help="also re-decide every TICK seconds")
     p.add_argument("--seed", type=int, default=0, help="seed (throughput noise; workload generation)")
+    p.add_argument("--seeds", default=None, metavar="S1,S2,...",
+                   help="run every policy once per seed (the throughput noise draw; see --noise); "
+                        "results.csv holds one row per policy and seed")
+    p.add_argument("--progress", choices=["samples", "goodput"], default="samples",
+                   help="count work in samples (the seed paper: any batch in range is as good) or in effective "
+                        "samples, each worth the statistical efficiency E(b) of its batch (default samples)")
+    p.add_argument("--cooldown-restarts", type=float, default=None,
+                   help="hysteresis: no change of a running job before it ran this many restart costs "
+                        "(default from docs/design.md §4)")
+    p.add_argument("--min-gain", type=float, default=None,
+                   help="hysteresis: a grow must raise the job's rate by this fraction (default 0)")
     p.add_argument("--noise", type=float, default=0.0,
                    help="log-std of the true/believed throughput factor per job (default 0: exact belief)")
-    p.add_argument("--no-payback", action="store_true", help="disable the anti-thrashing veto")
-    p.add_argument("--out", type=Path, default=None, help="write jobs-*.csv, summary.json and plots here")
+    p.add_argument("--no-payback", action="store_true", help="disable the anti-thrashing rule (veto and filter)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="write results.csv (tidy: one row per policy and seed), summary.json, jobs-*.csv, "
+                        "timeline-*.csv and plots (PNG, PDF, SVG) here")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     g = p.add_argument_group("workload generation (--generate)")
     g.add_argument("--generate", type=Path, metavar="OUT", help="write a generated workload (.csv/.json) and exit")
@@ -96,18 +109,19 @@ def _fmt_s(v):
     return f"{v / 3600:.2f} h" if v >= 3600 else f"{v:.0f} s"
 
 
-def _table(results):
+def _table(results, title: str = "policy comparison"):
     from rich.table import Table
 
-    t = Table(title="policy comparison")
+    t = Table(title=title)
     for col in ("policy", "done", "JCT mean", "JCT p50", "JCT p95", "JCT all*", "wait", "util", "makespan",
                 "rescales", "restart", "decide ms"):
-        t.add_column(col, justify="left" if col == "policy" else "right")
+        t.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col == "policy")
     for r in results:
         m = r.metrics
         t.add_row(r.policy, f"{m.completed}/{m.jobs}", _fmt_s(m.jct_mean_s), _fmt_s(m.jct_median_s),
                   _fmt_s(m.jct_p95_s), _fmt_s(m.jct_mean_all_s), _fmt_s(m.queue_delay_mean_s),
-                  f"{m.utilisation:.0%}", _fmt_s(m.makespan_s), str(m.rescales), _fmt_s(m.restart_s),
+                  f"{m.utilisation:.0%}", _fmt_s(m.makespan_s), f"{m.rescales} ({m.rescales_per_job:.2f}/job)",
+                  _fmt_s(m.restart_s),
                   f"{m.decision_s_mean * 1e3:.1f}/{m.decision_s_p95 * 1e3:.1f}")
     return t
 
@@ -127,6 +141,49 @@ def ratios(results) -> dict:
     }
 
 
+def _config(args, seed: int):
+    import dataclasses
+
+    from elasticopt.scheduling import SimulationConfig
+    from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS
+
+    rule = DEFAULT_HYSTERESIS
+    if args.cooldown_restarts is not None:
+        rule = dataclasses.replace(rule, min_interval_restarts=args.cooldown_restarts)
+    if args.min_gain is not None:
+        rule = dataclasses.replace(rule, min_gain=args.min_gain)
+    return SimulationConfig(gpus=args.gpus, gpus_per_node=args.gpus_per_node, restart_cost_s=args.restart_cost_s,
+                            horizon_s=args.horizon_s, tick_s=args.tick_s, seed=seed, throughput_noise=args.noise,
+                            payback=not args.no_payback, hysteresis=rule, progress=args.progress)
+
+
+def _seeds(args) -> list[int]:
+    if args.seeds is None:
+        return [args.seed]
+    try:
+        seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    except ValueError:
+        raise ValidationError("--seeds", "comma-separated integers, e.g. 0,1,2", args.seeds) from None
+    if not seeds:
+        raise ValidationError("--seeds", "at least one integer", args.seeds)
+    return seeds
+
+
+def results_table(runs) -> str:
+    """The tidy long table: one CSV row per (policy, seed), every metric a column (pandas reads it)."""
+    import io
+
+    rows = [{"policy": res.policy, "seed": seed, "progress": res.config.progress, **res.metrics.to_dict(),
+             "wall_s": res.wall_s} for seed, res in runs]
+    buf = io.StringIO()
+    if rows:
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if v is None else v) for k, v in r.items()})
+    return buf.getvalue()
+
+
 def run(args) -> int:
     """Run the subcommand."""
     if args.generate is not None:
@@ -136,48 +193,59 @@ def run(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from elasticopt.scheduling import SimulationConfig, get_policy, simulate
+    from elasticopt._io import atomic_write_text
+    from elasticopt.scheduling import get_policy, simulate
     from elasticopt.scheduling.records import write_jobs_csv, write_summary_json, write_timeline_csv
 
     jobs = load_any(Path(args.workload))
     if not jobs:
         raise ValidationError(str(args.workload), "at least one job", 0)
-    cfg = SimulationConfig(gpus=args.gpus, gpus_per_node=args.gpus_per_node, restart_cost_s=args.restart_cost_s,
-                           horizon_s=args.horizon_s, tick_s=args.tick_s, seed=args.seed,
-                           throughput_noise=args.noise, payback=not args.no_payback)
+    seeds = _seeds(args)
     options = {"solver": args.solver, "priority": args.priority}
     if args.rescale_penalty is not None:
         options["rescale_penalty"] = args.rescale_penalty
     names = args.policies or ["elastic", "fixed-batch", "static"]
-    policies = [get_policy(n, **options) for n in names]
-    console = Console(stderr=True)
-    results = []
+    for n in names:
+        get_policy(n, **options)  # a bad name fails before any simulation runs
+    err = Console(stderr=True)
+    runs = []  # (seed, result)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=args.quiet or not console.is_terminal) as bar:
-        for pol in policies:
-            task = bar.add_task(f"{pol.name:>14}", total=len(jobs))
-            res = simulate(jobs, pol, cfg, progress=lambda done, total, t=task: bar.update(t, completed=done))
-            results.append(res)
-    Console().print(_table(results))
+                  console=err, transient=True, disable=args.quiet or not err.is_terminal) as bar:
+        for seed in seeds:
+            cfg = _config(args, seed)
+            for name in names:
+                pol = get_policy(name, payback=cfg.payback, hysteresis=cfg.hysteresis, **options)
+                task = bar.add_task(f"{pol.name:>14} seed {seed}", total=len(jobs))
+                res = simulate(jobs, pol, cfg, progress=lambda done, total, t=task: bar.update(t, completed=done))
+                runs.append((seed, res))
+    console = Console()
+    if not console.is_terminal:  # a pipe or file: never cut the policy names to "pol…"
+        console = Console(width=250)
+    first = [res for seed, res in runs if seed == seeds[0]]
+    for seed in seeds:
+        console.print(_table([res for s, res in runs if s == seed], f"policy comparison, seed {seed}"))
     print("JCT all*: mean with unfinished jobs counted at the end; wait: arrival to first start; "
           "decide ms: policy wall time per decision, mean/p95")
-    rat = ratios(results)
+    rat = ratios(first)
     if rat:
         print("elastic vs fixed-batch: " + ", ".join(f"{k} = {v:.2f}" for k, v in rat.items() if v is not None))
     if args.out is not None:
-        from elasticopt.scheduling.plots import plot_jct_cdf, plot_timeline
+        from elasticopt.plotting import plot_allocation_timeline, plot_jct_cdf
 
         out = args.out
-        for res in results:
-            safe = res.policy.replace("/", "_").replace(":", "_")
+        for seed, res in runs:
+            safe = res.policy.replace("/", "_").replace(":", "_") + ("" if len(seeds) == 1 else f"-seed{seed}")
             write_jobs_csv(out / f"jobs-{safe}.csv", res.records)
             write_timeline_csv(out / f"timeline-{safe}.csv", res.timeline)
+        atomic_write_text(out / "results.csv", results_table(runs))
         write_summary_json(out / "summary.json", {
-            "workload": str(args.workload), "jobs": len(jobs), "config": cfg, "policy_options": options,
-            "metrics": {r.policy: r.metrics for r in results}, "ratios": rat,
-            "wall_s": {r.policy: r.wall_s for r in results},
-        })
-        plot_jct_cdf(results, out / "jct_cdf.png")
-        plot_timeline(results, out / "timeline.png")
-        print(f"wrote {out}/summary.json, jobs-*.csv, timeline-*.csv, jct_cdf.png, timeline.png", file=sys.stderr)
+            "workload": str(args.workload), "jobs": len(jobs), "config": _config(args, seeds[0]), "seeds": seeds,
+            "policy_options": options, "metrics": {r.policy: r.metrics for r in first}, "ratios": rat,
+            "metrics_by_seed": {str(s): {r.policy: r.metrics for t, r in runs if t == s} for s in seeds},
+            "wall_s": {r.policy: r.wall_s for r in first},
+        })  # fmt: skip
+        plot_jct_cdf(first, out / "jct_cdf.png")
+        plot_allocation_timeline(first, out / "timeline.png")
+        print(f"wrote {out}/results.csv, summary.json, jobs-*.csv, timeline-*.csv, jct_cdf.*, timeline.* "
+              "(png, pdf, svg)", file=sys.stderr)
     return 0

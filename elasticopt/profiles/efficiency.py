@@ -4,9 +4,10 @@ A larger global batch b processes samples faster, but each sample is worth
 less (Pollux, OSDI'21, §3.1; McCandlish et al. 2018): relative to a base batch
 M0, one sample at batch b makes the progress of ``E(b)`` samples at M0, with
 
-    E(b) = (phi + M0) / (phi + b),
+    E(b) = (phi + M0) / (phi + b)   for b >= M0, and 1 below M0,
 
-phi the gradient noise scale.  phi changes over training; measured as
+phi the gradient noise scale (below the smallest measured batch no gain is
+assumed: the formula would promise E > 1 where nothing was measured).  phi changes over training; measured as
 ``phi(p) = M0 * grad_var(p) / grad_sqr(p)`` (the variance normalised to the
 base batch, as the Pollux artifact's AdaScale records it).  Over a whole job
 the samples needed at batch b are ``∫ dp / E_p(b)``, and because ``1/E`` is
@@ -76,9 +77,9 @@ class StatisticalEfficiency:
             raise ValidationError(f"efficiency {self.name!r}.noise_scale", "a number >= 0", self.noise_scale)
 
     def __call__(self, batch: float) -> float:
-        """E(batch), relative to the base batch."""
+        """E(batch), relative to the base batch; 1 at and below it (nothing measured there)."""
         phi = float(self.noise_scale)
-        if math.isinf(phi):
+        if math.isinf(phi) or batch <= self.base_batch:
             return 1.0
         return (phi + self.base_batch) / (phi + float(batch))
 

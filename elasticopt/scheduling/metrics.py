@@ -23,6 +23,8 @@ class Metrics:
     (restarting jobs count as holding).  ``makespan_s`` is the last
     completion, when every job completed.  ``decision_s_*`` is the wall time
     of each policy call, ``solver_s_mean`` the solver's own figure.
+    ``rescales_per_job`` and ``restart_s_per_job`` divide by every job of
+    the run (thrashing, measured).
     """
 
     jobs: int
@@ -47,6 +49,8 @@ class Metrics:
     decision_s_p95: float
     decision_s_max: float
     solver_s_mean: float
+    rescales_per_job: float = 0.0
+    restart_s_per_job: float = 0.0
 
     def to_dict(self) -> dict:
         """Plain dict (for JSON)."""
@@ -113,6 +117,8 @@ def compute_metrics(records, timeline, decisions, cluster_gpus: int, end_s: floa
         decision_s_p95=float(np.percentile(dec_s, 95)) if dec_s else 0.0,
         decision_s_max=float(max(dec_s)) if dec_s else 0.0,
         solver_s_mean=float(np.mean([d.solver_s for d in decisions])) if decisions else 0.0,
+        rescales_per_job=sum(r.rescales for r in records) / len(records) if records else 0.0,
+        restart_s_per_job=float(sum(r.restart_s for r in records)) / len(records) if records else 0.0,
     )
 
 
