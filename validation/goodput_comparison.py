@@ -2,8 +2,8 @@
 
 Usage::
 
-    python validation/goodput_comparison.py [--jobs 160] [--gpus 64] [--loads 0.5,1,1.5,2.5]
-                                            [--seeds 0,1,2] [--out validation/results]
+    python validation/goodput_comparison.py [--jobs 200] [--gpus 16] [--duration-max-h 4]
+                                            [--loads 0.5,1,1.5,2.5] [--seeds 0,1,2] [--out validation/results]
 
 Policies: ``elastic`` (the seed paper: throughput speedup), ``elastic-goodput``
 (the same solver on T x E), ``pollux`` (p = -1 power mean of goodput
@@ -108,8 +108,11 @@ def ratio(rows, a: str, b: str, progress: str, load: float, key: str = "jct_mean
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--jobs", type=int, default=160)
-    ap.add_argument("--gpus", type=int, default=64)
+    ap.add_argument("--jobs", type=int, default=200)
+    ap.add_argument("--gpus", type=int, default=16)
+    ap.add_argument("--duration-max-h", type=float, default=4.0,
+                    help="clip Philly durations (hours): with a few hundred jobs a 48 h tail job would leave the "
+                         "cluster idle around it and no load would be heavy")
     ap.add_argument("--gpus-per-node", type=int, default=4)
     ap.add_argument("--loads", default="0.5,1,1.5,2.5", help="offered loads, comma-separated")
     ap.add_argument("--seeds", default="0,1,2", help="workload seeds, comma-separated")
@@ -126,7 +129,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     for load in loads:
         for seed in seeds:
-            jobs = generate_workload(args.jobs, args.gpus, load, seed=seed)
+            jobs = generate_workload(args.jobs, args.gpus, load, seed=seed, duration_max_s=args.duration_max_h * 3600)
             for progress in PROGRESS:
                 for pol in policies:
                     rows.append(run_one(jobs, pol, progress, load, seed, args))
@@ -142,8 +145,8 @@ def main(argv=None) -> int:
     for r in rows:
         w.writerow({k: ("" if r[k] is None else r[k]) for k in FIELDS})
     atomic_write_text(out / "goodput_comparison.csv", buf.getvalue())
-    command = (f"python validation/goodput_comparison.py --jobs {args.jobs} --gpus {args.gpus} --loads {args.loads} "
-               f"--seeds {args.seeds}")
+    command = (f"python validation/goodput_comparison.py --jobs {args.jobs} --gpus {args.gpus} "
+               f"--duration-max-h {args.duration_max_h:g} --loads {args.loads} --seeds {args.seeds}")
     summary = {"command": command, "policies": policies, "loads": loads, "seeds": seeds, "total_wall_s": total_s,
                "mean_jct_h": {p: {pol: {str(x): _mean([r for r in rows if r["policy"] == pol and r["progress"] == p
                                                        and r["load"] == x], "jct_mean_h") for x in loads}
@@ -152,12 +155,19 @@ def main(argv=None) -> int:
     plot_metric_by_load(rows, "jct_mean_h", out / "goodput_comparison_jct", ylabel="mean JCT (h)", log_y=True)
     plot_metric_by_load(rows, "rescales_per_job", out / "goodput_comparison_rescales", ylabel="rescales per job")
     md = [f"# Throughput vs goodput scheduling ({args.jobs} jobs, {args.gpus} T4 GPUs, seeds {args.seeds})", "",
+          "Mean over seeds; every run goes until all jobs are done. Philly sizes and durations (clipped at "
+          f"{args.duration_max_h:g} h), t4 networks, restart cost {args.restart_cost_s:g} s, re-decision every "
+          f"{args.tick_s:g} s and at every arrival and completion, default hysteresis.", "",
           f"Reproduce: `{command}` ({total_s / 60:.0f} min here). Tidy rows: `goodput_comparison.csv`; "
           "figures `goodput_comparison_jct.*`, `goodput_comparison_rescales.*` (error bars: min..max over seeds).", ""]
     for p in PROGRESS:
         md += [f"## Mean JCT (h), progress counted in {p}", ""] + summary_table(rows, p, "jct_mean_h") + [""]
     for p in PROGRESS:
         md += [f"## Rescales per job, {p} accounting", ""] + summary_table(rows, p, "rescales_per_job") + [""]
+    for p in PROGRESS:
+        md += [f"## Median JCT (h), {p} accounting", ""] + summary_table(rows, p, "jct_median_h") + [""]
+    md += ["## Utilisation (GPU-time held / capacity over the run), goodput accounting", ""]
+    md += summary_table(rows, "goodput", "utilisation") + [""]
     md += ["## Mean final batch / batch_min (samples accounting)", ""]
     md += summary_table(rows, "samples", "mean_final_batch_over_min", "{:.1f}") + [""]
     md += ["## Mean statistical efficiency at the final batch (goodput accounting)", ""]

@@ -177,42 +177,42 @@ class OptionCache:
             self.clear()
             self._capacity = capacity
         n = len(jobs)
-        rows = np.empty(n, np.int64)
-        # per job j: current k, b (0 = queued), remaining work, restart cost, weight, rate now, submitted b, goodput?
-        kn = np.zeros(n, np.int64)
-        bn = np.zeros(n, np.int64)
-        rem = np.zeros(n, np.float64)
-        cost = np.zeros(n, np.float64)
-        w = np.zeros(n, np.float64)
-        rnow = np.zeros(n, np.float64)
-        bsub = np.zeros(n, np.int64)
-        good = np.zeros(n, bool)
-        since = np.full(n, np.inf)  # seconds since the last start / rescale (inf: never started)
-        for j, st in enumerate(jobs):
+        row_of, spec_of = self._row, self._spec
+        per_job = []
+        for st in jobs:
             spec = st.spec
-            r = self._row.get(spec.id)
-            if r is None or self._spec[spec.id] is not spec:
+            r = row_of.get(spec.id)
+            if r is None or spec_of[spec.id] is not spec:
                 r = self._add(st, capacity)
-            rows[j] = r
-            w[j] = spec.weight
-            rem[j] = st.remaining_samples
-            bsub[j] = spec.batch_submitted
-            good[j] = st.progress == "goodput"
-            if st.gpus > 0:
-                kn[j], bn[j] = st.gpus, st.batch
-                cost[j] = st.restart_cost_s
-                rnow[j] = st.progress_per_s(st.gpus, st.batch) or 0.0
-                if st.since_rescale_s is not None:
-                    since[j] = st.since_rescale_s
+            since = st.since_rescale_s
+            per_job.append((r, st.gpus, st.batch, st.spec.total_samples - st.samples_done, st.restart_cost_s,
+                            spec.weight, spec.submitted_batch or spec.batch_min, st.progress == "goodput",
+                            np.inf if since is None else since))
+        # per job j: option row, current k and b (0 = queued), remaining work, restart cost, weight,
+        # submitted batch, progress in effective samples?, seconds since its last start / rescale
+        cols_j = list(zip(*per_job)) if per_job else [()] * 9
+        rows = np.array(cols_j[0], np.int64)
+        kn = np.array(cols_j[1], np.int64)
+        bn = np.array(cols_j[2], np.int64)
+        rem = np.maximum(np.array(cols_j[3], np.float64), 0.0)
+        w = np.array(cols_j[5], np.float64)
+        bsub = np.array(cols_j[6], np.int64)
+        good = np.array(cols_j[7], bool)
+        since = np.array(cols_j[8], np.float64)
+        running = kn > 0
+        cost = np.where(running, np.array(cols_j[4], np.float64), 0.0)
         K, B, T, E = self._k[rows], self._b[rows], self._t[rows], self._e[rows]
         valid = self._valid[rows]
-        running = kn > 0
         cur = running[:, None] & (K == kn[:, None]) & (B == bn[:, None]) & valid
+        rate_all = np.where(good[:, None], T * E, T)
+        rnow = np.where(cur, rate_all, 0.0).max(axis=1) if K.shape[1] else np.zeros(n)
+        for j in np.flatnonzero(running & ~cur.any(axis=1)):  # current option not among the cached ones
+            rnow[j] = jobs[j].progress_per_s(jobs[j].gpus, jobs[j].batch) or 0.0
         keep = np.ones_like(valid)
         if fixed_batch:
             keep &= B == bsub[:, None]
         if hysteresis is not None:
-            keep &= self._hysteresis_mask(hysteresis, K, T, E, kn, rem, cost, rnow, good, running, since)
+            keep &= self._hysteresis_mask(hysteresis, K, rate_all, kn, rem, cost, rnow, running, since)
         valid = valid & (cur | keep)
         cols = Columns(w=w, t=T, e=E, k=K, valid=valid, rem=rem, cur=cur, running=running, cost=cost, good=good)
         value = VECTOR_OBJECTIVES[objective](cols)
@@ -261,9 +261,8 @@ class OptionCache:
         )
 
     @staticmethod
-    def _hysteresis_mask(rule, K, T, E, kn, rem, cost, rnow, good, running, since) -> np.ndarray:
+    def _hysteresis_mask(rule, K, rate, kn, rem, cost, rnow, running, since) -> np.ndarray:
         """``rule.allows`` for every option, as an array (same float operations)."""
-        rate = np.where(good[:, None], T * E, T)
         r0 = rnow[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             gain_ok = ~((r0 > 0) & (rate < (1.0 + rule.min_gain) * r0))
