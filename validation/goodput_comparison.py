@@ -76,6 +76,23 @@ def run_one(jobs, policy: str, progress: str, load: float, seed: int, args) -> d
     }  # fmt: skip
 
 
+def read_rows(path: Path) -> list[dict]:
+    """The tidy rows of a previous run (numbers parsed, empty cells None)."""
+    out = []
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            r: dict = {}
+            for k, v in row.items():
+                if k in ("policy", "progress"):
+                    r[k] = v
+                elif v == "":
+                    r[k] = None
+                else:
+                    r[k] = int(v) if k in ("seed", "jobs", "completed") else float(v)
+            out.append(r)
+    return out
+
+
 def _mean(rows, key):
     vals = [r[key] for r in rows if r[key] is not None]
     return statistics.fmean(vals) if vals else None
@@ -121,13 +138,19 @@ def main(argv=None) -> int:
     ap.add_argument("--tick-s", type=float, default=1800.0, help="periodic re-decision (Tiresias' demotions)")
     ap.add_argument("--solver", default="dp")
     ap.add_argument("--out", type=Path, default=ROOT / "validation" / "results")
+    ap.add_argument("--from-csv", action="store_true",
+                    help="do not simulate: rebuild the tables, plots and report from OUT/goodput_comparison.csv")
     args = ap.parse_args(argv)
     loads = [float(x) for x in args.loads.split(",")]
     seeds = [int(x) for x in args.seeds.split(",")]
     policies = args.policies.split(",")
     rows = []
     t0 = time.perf_counter()
-    for load in loads:
+    if args.from_csv:
+        rows = read_rows(args.out / "goodput_comparison.csv")
+        loads = sorted({r["load"] for r in rows})
+        policies = list(dict.fromkeys(r["policy"] for r in rows))
+    for load in ([] if args.from_csv else loads):
         for seed in seeds:
             jobs = generate_workload(args.jobs, args.gpus, load, seed=seed, duration_max_s=args.duration_max_h * 3600)
             for progress in PROGRESS:
@@ -139,6 +162,8 @@ def main(argv=None) -> int:
                           flush=True)
     total_s = time.perf_counter() - t0
     out = args.out
+    if args.from_csv:
+        total_s = float(json.loads((out / "goodput_comparison.json").read_text())["total_wall_s"])
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n")
     w.writeheader()
