@@ -12,13 +12,15 @@ from elasticopt.scheduling.hysteresis import Hysteresis
 from elasticopt.scheduling.policies.elastic import ElasticPolicy
 from elasticopt.scheduling.policies.fixed_batch import FixedBatchPolicy
 
-TABLE_FIELDS = ("gpus", "batch", "utility", "value", "samples_per_s", "valid", "idle_allowed", "current_option")
+TABLE_FIELDS = ("gpus", "batch", "utility", "value", "samples_per_s", "valid", "idle_allowed", "current_option",
+                "gpu_type", "packed", "capacities")
 
 
 def assert_same_table(fast, slow):
     assert fast.job_ids == slow.job_ids
     assert (fast.capacity, fast.scale, fast.tie_scale) == (slow.capacity, slow.scale, slow.tie_scale)
     assert fast.running_ids == slow.running_ids
+    assert (fast.types, fast.pools, fast.stats) == (slow.types, slow.pools, slow.stats)
     for name in TABLE_FIELDS:
         a, b = getattr(fast, name), getattr(slow, name)
         assert a.shape == b.shape, name
@@ -78,16 +80,3 @@ def test_overridden_filter_falls_back_to_compiling():
     res = simulate(generate_workload(20, 16, 1.0, seed=1), Mine(), SimulationConfig(gpus=16))
     assert all(r.final_gpus <= 2 for r in res.records)
 
-
-from hypothesis import given, settings  # noqa: E402
-
-from elasticopt.models.reductions import _keep_mask, _keep_mask_rows  # noqa: E402
-from elasticopt.testing.strategies import problems  # noqa: E402
-
-
-@settings(max_examples=150, deadline=None)
-@given(problems(max_jobs=10, max_gpus=16, max_options=6))
-def test_vectorised_reduction_mask_equals_the_per_job_loop(problem):
-    table = compile_problem(problem)
-    for dominance in (True, False):
-        assert np.array_equal(_keep_mask_rows(table, dominance), _keep_mask(table, True, dominance))

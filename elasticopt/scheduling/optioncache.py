@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from elasticopt.errors import ValidationError
+from elasticopt.models import Cluster
 from elasticopt.models.table import OptionTable, pick_scale, tie_bonus
 from elasticopt.scheduling.executor import JobSpec
 from elasticopt.scheduling.hysteresis import Hysteresis
@@ -147,7 +149,7 @@ class OptionCache:
     def table(
         self,
         jobs: Sequence[JobState],
-        capacity: int,
+        cluster: Cluster,
         *,
         objective: str,
         hysteresis: Hysteresis | None,
@@ -162,8 +164,8 @@ class OptionCache:
         ----------
         jobs
             Active jobs, in problem order.
-        capacity
-            Cluster GPUs G.
+        cluster
+            A one-pool cluster (G GPUs of one type; several types: compile the problem instead).
         objective
             A key of :data:`VECTOR_OBJECTIVES`.
         hysteresis
@@ -173,6 +175,10 @@ class OptionCache:
         rescale_penalty, priority, allow_preemption
             As in :class:`~elasticopt.models.Problem`.
         """
+        if len(cluster.types) != 1:
+            raise ValidationError("cluster", "one GPU type (the option cache is for one-pool clusters)",
+                                  cluster.types)
+        capacity = int(cluster.gpus)
         if capacity != self._capacity:
             self.clear()
             self._capacity = capacity
@@ -257,7 +263,13 @@ class OptionCache:
             idle_allowed=idle,
             current_option=current,
             running_ids=tuple(i for i, r in zip(ids, running) if r),
-            stats={"n_jobs": n, "n_options": int(valid.sum()), "width": width, "capacity": capacity},
+            stats={"n_jobs": n, "n_options": int(valid.sum()), "width": width, "capacity": capacity,
+                   "capacities": (capacity,)},
+            gpu_type=np.zeros_like(gpus),
+            packed=np.zeros_like(valid),
+            types=cluster.types,
+            capacities=np.array([capacity], dtype=np.int64),
+            pools=tuple(cluster.pools[t] for t in cluster.types),
         )
 
     @staticmethod

@@ -104,15 +104,16 @@ class ElasticPolicy:
 
     option_filter.standard = True  # type: ignore[attr-defined]
 
-    def _uses_cache(self) -> bool:
+    def _uses_cache(self, cluster=None) -> bool:
         f = type(self).option_filter
-        return self.incremental and getattr(f, "standard", False) and self.objective in VECTOR_OBJECTIVES
+        one_pool = cluster is None or len(cluster.types) == 1
+        return self.incremental and one_pool and getattr(f, "standard", False) and self.objective in VECTOR_OBJECTIVES
 
     def build_table(self, snapshot: Snapshot):
         """The option table of the snapshot's problem, from the per-job cache (see ``incremental``)."""
         return self._cache.table(
             snapshot.jobs,
-            snapshot.cluster.gpus,
+            snapshot.cluster,
             objective=self.objective,
             hysteresis=self.hysteresis if self.payback else None,
             fixed_batch=self.fixed_batch,
@@ -138,7 +139,7 @@ class ElasticPolicy:
         if not snapshot.jobs:
             return Allocation({}, info={"solver": self.solver})
         t0 = time.perf_counter()
-        problem = self.build_table(snapshot) if self._uses_cache() else self.build_problem(snapshot)
+        problem = self.build_table(snapshot) if self._uses_cache(snapshot.cluster) else self.build_problem(snapshot)
         build_s = time.perf_counter() - t0
         sol = solve(problem, self.solver, time_limit_s=self.time_limit_s, **self.solver_options)
         if sol.status not in (Status.OPTIMAL, Status.FEASIBLE) and not (
