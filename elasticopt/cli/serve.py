@@ -31,6 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--solver", default="dp", help="backend of requests that name none: NAME or NAME:key=value,... "
                    "(default dp)")
     p.add_argument("--time-limit-s", type=float, default=None, help="time limit of requests that give none")
+    p.add_argument("--placement-fallback", default="auto", metavar="SOLVER",
+                   help="backend that solves again with node variables when the DP's optimum over GPU totals "
+                   "cannot be placed on the nodes (default auto: milp, else cpsat, where installed; 'none' "
+                   "answers that LIMIT as it is)")
     p.add_argument("--no-warm-up", action="store_true", help="skip the warm-up solve (the first request then "
                    "pays the jax DP's compilation)")
     p.set_defaults(func=run)
@@ -40,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the service until its input ends (stdio) or it is interrupted (HTTP)."""
     from elasticopt.service import AllocationService, serve_stdio
 
-    service = AllocationService(default_solver=args.solver, default_time_limit_s=args.time_limit_s)
+    fallback = None if args.placement_fallback == "none" else args.placement_fallback
+    service = AllocationService(default_solver=args.solver, default_time_limit_s=args.time_limit_s,
+                                placement_fallback=fallback)
     if not args.no_warm_up:
         service.warm_up()
     if args.stdio:

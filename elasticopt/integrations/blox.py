@@ -35,7 +35,8 @@ What it cannot express
 ----------------------
 - a running job that must be moved is terminated and relaunched (Blox's
   suspend/resume), not migrated in place;
-- GPU types: one type until the general model lands; nodes with different GPU
+- GPU types (one type per call: the policy does not yet read Blox's types; the
+  service and SiaPolicy / GavelPolicy do); nodes with different GPU
   counts; Blox's per-job placement preferences (every job is packed on the
   fewest nodes the free GPUs allow).
 """
@@ -74,7 +75,7 @@ def _cluster(gpu_df, node_info):
         raise ElasticoptError("nodes with different GPU counts %s: the model has one node size" % sorted(sizes))
     types = set(str((node_info.get(n) or {}).get("gpu_type", "gpu")) for n in node_ids)
     if len(types) > 1:
-        raise ElasticoptError("GPU types %s: one type until the general model lands" % sorted(types))
+        raise ElasticoptError("GPU types %s: BloxPolicy handles one GPU type" % sorted(types))
     return node_ids, dict((n, sorted(g)) for n, g in nodes.items()), (types.pop() if types else "gpu"), holder
 
 

@@ -31,8 +31,8 @@ What it cannot express
   fractions that its round-based mechanism realises over time); rerun it every
   round and Gavel's mechanism still works, without fractional fairness;
 - space-sharing pairs (job id pairs with a list of two throughputs) get 0;
-- more than one worker type needs the general model (the service answers
-  ``unsupported`` until then).
+- Gavel's placement inside a worker type (each type is one pool of GPUs here;
+  Gavel places a job's workers itself).
 """
 
 import json

@@ -38,8 +38,9 @@ What it cannot express
 ----------------------
 - cluster autoscaling: ``desired_nodes`` is always the current number of nodes;
 - nodes with different GPU counts (the model has one node size per pool);
-- a job's speedup on a spread-out layout: options are priced at the tightest
-  layout, and the service reports (warnings) jobs it had to spread;
+- spread-out layouts: every option is offered packed (on the fewest nodes,
+  where its speedup was priced), so a job never runs spread, even where a
+  spread layout would let one more job run;
 - resources other than ``nvidia.com/gpu`` (CPU, memory requests are ignored).
 """
 

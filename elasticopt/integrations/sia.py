@@ -30,12 +30,11 @@ types must be on one scale (e.g. relative to one GPU of the slowest type).
 
 What it cannot express
 ----------------------
-- more than one GPU type until the general model lands: the service answers
-  ``unsupported`` for several pools today (one type works now);
 - nodes of one type with different GPU counts; cluster autoscaling
   (``desired_nodes`` is the current count); non-GPU resources;
-- speedups of spread-out layouts (options are priced at the tightest layout;
-  the service warns when it had to spread a job).
+- spread-out layouts: every option is offered packed (on the fewest nodes,
+  where its speedup was priced), so a job never runs spread, even where a
+  spread layout would let one more job run.
 """
 
 import json

@@ -27,7 +27,7 @@ from elasticopt.errors import (
 )
 from elasticopt.models import OBJECTIVES
 from elasticopt.models.table import job_values
-from elasticopt.service.placement import check_placement, place
+from elasticopt.service.placement import Placement, check_placement, place
 from elasticopt.service.protocol import (
     REQUEST_FORMAT,
     RESPONSE_FORMAT,
@@ -57,12 +57,20 @@ HTTP_STATUS: dict[str, int] = {
     "internal": 500,
 }
 
+#: Backends exact with node variables, in the order ``placement_fallback="auto"`` tries them.
+NODE_EXACT_SOLVERS: tuple[str, ...] = ("milp", "cpsat")
+
 #: exceptions of the solve path -> service error code
 _SOLVE_ERRORS: tuple[tuple[type[Exception], str], ...] = (
     (UnknownSolverError, "unknown_solver"),
     (SolverUnavailableError, "solver_unavailable"),
     (SolverError, "solver_error"),
 )
+
+
+def _unplaced(sol: Solution) -> bool:
+    """Whether the backend's optimum over GPU totals could not be placed on the nodes (no allocation)."""
+    return sol.status is Status.LIMIT and sol.objective is None and "placement_s" in sol.stats
 
 
 class AllocationService:
@@ -76,6 +84,11 @@ class AllocationService:
         Time limit used when a request gives none (None: no limit).
     solve
         The solve function (tests inject a failing one).
+    placement_fallback
+        Backend that solves again, exactly with node variables, when the
+        requested one (the DP, which sees per-type GPU totals) finds an
+        optimum whose packed jobs cannot be placed on the nodes; None: answer
+        that LIMIT as it is; ``"auto"``: ``milp``, else ``cpsat``, where installed.
     """
 
     def __init__(
@@ -83,12 +96,18 @@ class AllocationService:
         default_solver: str = "dp",
         default_time_limit_s: float | None = None,
         solve: Callable[..., Solution] = solve,
+        placement_fallback: str | None = "auto",
     ):
         self.default_solver = SolverSpec.from_request(default_solver)
         get_backend(self.default_solver.name)  # an unknown or missing default fails at start, not per request
         request_validator()  # so does a missing schema validator (the 'service' extra)
         self.default_time_limit_s = default_time_limit_s
         self._solve = solve
+        if placement_fallback == "auto":
+            placement_fallback = next((n for n in NODE_EXACT_SOLVERS if n in available_solvers()), None)
+        if placement_fallback is not None:
+            get_backend(placement_fallback)
+        self.placement_fallback = placement_fallback
         self._lock = threading.Lock()
 
     # -- entry points -------------------------------------------------------------------------------------------
@@ -152,7 +171,17 @@ class AllocationService:
 
     # -- the solve path -----------------------------------------------------------------------------------------
 
-    def _run_solver(self, tr: Translation, spec: SolverSpec, time_limit_s: float | None, reduce: bool) -> Solution:
+    def _run_solver(self, tr: Translation, spec: SolverSpec, time_limit_s: float | None, reduce: bool,
+                    warnings: list[str]) -> Solution:
+        sol = self._run_one(tr, spec, time_limit_s, reduce)
+        fallback = self.placement_fallback
+        if _unplaced(sol) and fallback and fallback != spec.name:
+            warnings.append(f"{spec.name}: {sol.message.split(';')[0]}; solved again with {fallback!r} "
+                            "(exact with node variables)")
+            sol = self._run_one(tr, SolverSpec(fallback, {}), time_limit_s, reduce)
+        return sol
+
+    def _run_one(self, tr: Translation, spec: SolverSpec, time_limit_s: float | None, reduce: bool) -> Solution:
         try:
             get_backend(spec.name)
             with self._lock:
@@ -173,7 +202,8 @@ class AllocationService:
         t_tr = time.perf_counter()
         spec = SolverSpec.from_request(doc["solver"]) if "solver" in doc else self.default_solver
         limit = doc.get("time_limit_s", self.default_time_limit_s)
-        sol = self._run_solver(tr, spec, limit, doc.get("reduce", True))
+        warnings: list[str] = []
+        sol = self._run_solver(tr, spec, limit, doc.get("reduce", True), warnings)
         t_solve = time.perf_counter()
         verified = False
         if doc.get("verify", True):
@@ -184,9 +214,9 @@ class AllocationService:
             verified = True
         t_verify = time.perf_counter()
         alloc: dict[str, Any] = {}
-        warnings: list[str] = []
-        if sol.status.has_allocation:
-            alloc, warnings = self._placed(tr, sol)
+        if sol.status.has_allocation and sol.objective is not None:
+            alloc, placed_warnings = self._placed(tr, sol)
+            warnings.extend(placed_warnings)
         t_place = time.perf_counter()
         value = sol.objective_value
         if value is not None and tr.value_jobs:
@@ -220,39 +250,57 @@ class AllocationService:
         }
 
     def _placed(self, tr: Translation, sol: Solution) -> tuple[dict[str, Any], list[str]]:
-        """Per job: GPUs, batch, nodes, value (caller units), whether it moved; and warnings."""
-        gpus = {jid: (a[0] if a else None) for jid, a in sol.allocation.items()}
-        pl = place(tr.node_gpus, gpus, tr.current)
-        errors = check_placement(tr.node_gpus, gpus, pl)
-        if errors:
-            raise ServiceError("internal", "placement does not verify: " + "; ".join(errors), "allocation",
-                               "a placement within every node's GPUs", errors[0])
-        warnings = list(pl.warnings)
+        """Per job: GPUs, batch, pool, nodes, value (caller units), whether it moved; and warnings.
+
+        Per pool, the service's keep-in-place packing (:func:`~elasticopt.service.placement.place`:
+        a job keeps its nodes when its GPU count is kept) is used when it gives every packed job its
+        fewest nodes; otherwise the model's own placement (``sol.placement``, verified by ``verify``).
+        """
         problem = tr.problem
+        first_pool = next(iter(tr.pools))
+        pool_of = {jid: sol.gpu_types.get(jid, first_pool) for jid, a in sol.allocation.items() if a}
+        nodes_of: dict[str, list[list[int]]] = {}
+        moved: dict[str, bool] = {}
+        warnings: list[str] = []
+        for t, pool in tr.pools.items():
+            alloc = {jid: sol.allocation[jid][0] for jid, p in pool_of.items() if p == t}  # type: ignore[index]
+            if not alloc:
+                continue
+            g = pool.gpus_per_node
+            current = {jid: [(n - pool.first, c) for n, c in cur] for jid, (ct, cur) in tr.current.items()
+                       if ct == t and jid in alloc}
+            pl = place(pool.node_gpus, alloc, current)
+            if all(len(pl.nodes[j]) == -(-k // g) for j, k in alloc.items() if sol.packed.get(j)):
+                warnings.extend(pl.warnings)
+            else:
+                chosen = {j: tuple(sorted((int(name.rsplit("/", 1)[1]), len(ix)) for name, ix in sol.placement[j].items()))
+                          for j in alloc}
+                pl = Placement(chosen, {j: tuple(sorted(current.get(j, ()))) != chosen[j] for j in alloc})
+                warnings.append(f"pool {t!r}: keeping running jobs on their nodes would spread a packed job; "
+                                "the model's placement is used")
+            errors = check_placement(pool.node_gpus, alloc, pl)
+            if errors:
+                raise ServiceError("internal", "placement does not verify: " + "; ".join(errors), "allocation",
+                                   "a placement within every node's GPUs", errors[0])
+            for j in alloc:
+                nodes_of[j] = [[pool.first + n, c] for n, c in pl.nodes[j]]
+                moved[j] = bool(pl.moved[j])
         out: dict[str, Any] = {}
         for job in problem.jobs:
             a = sol.allocation.get(job.id)
             if a is None:
                 out[job.id] = None
                 continue
-            k, b = a
-            nodes = pl.nodes[job.id]
+            (k, b), t, packed = a, pool_of[job.id], bool(sol.packed.get(job.id, False))
             vj = tr.value_jobs.get(job.id)
             if vj is not None:
-                spans = vj.priced[(k, b)]
-                span = len(nodes)
-                priced = sorted(s for s in spans if s is not None)
-                v = spans.get(span, spans.get(None, spans[priced[0]] if priced else 0.0))
-                if priced and span not in spans and None not in spans:
-                    warnings.append(f"job {job.id!r}: placed on {span} nodes, which has no value; "
-                                    f"reporting the {priced[0]}-node value it was solved with")
-                elif priced and span > priced[0]:
-                    warnings.append(f"job {job.id!r}: placed on {span} nodes, solved with its {priced[0]}-node value")
+                v = vj.priced[(t, k, b, packed)]
             else:
-                opts = [o for o in job.options(gpus_cap=problem.cluster.gpus) if (o[0], o[1]) == (k, b)]
+                opts = [o for o in job.typed_options(problem.cluster, problem.node_aware)
+                        if (o.gpu_type, o.gpus, o.batch, o.packed) == (t, k, b, packed)]
                 v = job_values(problem, job, opts)[0]
-            out[job.id] = {"gpus": k, "batch": b, "pool": tr.pool, "nodes": [list(nc) for nc in nodes],
-                           "value": float(v), "moved": bool(pl.moved[job.id])}
+            out[job.id] = {"gpus": k, "batch": b, "pool": t, "nodes": nodes_of[job.id], "value": float(v),
+                           "moved": moved[job.id]}
         for jid in tr.left_out:
             out[jid] = None
         return out, warnings

@@ -160,6 +160,7 @@ def _expected(rule: str, definition: Any) -> str:
 _ONE_OF_HINTS = {
     "cluster": "exactly one of 'gpus' (one pool) or 'pools'",
     "solver": "a solver name, or {\"name\": ..., \"options\": {...}}",
+    "row": "a row [gpus, batch, samples_per_s] or [pool, gpus, batch, samples_per_s(, \"packed\")]",
 }
 
 
@@ -194,7 +195,7 @@ def validate_request(doc: Any) -> dict[str, Any]:
                 found = "nothing"
         elif rule == "oneOf":
             last = path.rsplit(".", 1)[-1]
-            key = "job" if last.startswith("jobs[") else last
+            key = "job" if last.startswith("jobs[") else "row" if last.startswith("throughput[") else last
             expected = _ONE_OF_HINTS.get(
                 key, "exactly one of 'throughput' (measured points), 'profile' (a fitted profile) or 'options' (caller values)"
             )

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from elasticopt.integrations import gavel
-from elasticopt.integrations.gavel import ElasticoptError, GavelPolicy
+from elasticopt.integrations.gavel import GavelPolicy
 from gavel_standin import JobIdPair, accept
 
 DROPIN = gavel  # the conftest's client fixture uses this file's client
@@ -42,7 +42,18 @@ def test_ties_go_to_jobs_in_gavel_order(policy):
     assert [alloc[j]["k80"] for j in ids] == [1.0, 1.0, 0.0, 0.0]
 
 
-def test_several_worker_types_wait_for_the_general_model(policy):
-    ids = [JobIdPair(i, None) for i in range(2)]
-    with pytest.raises(ElasticoptError, match="unsupported"):
-        policy.get_allocation({j: {"k80": 1.0, "v100": 3.0} for j in ids}, {j: 1 for j in ids}, {"k80": 2, "v100": 2})
+@pytest.mark.parametrize("seed", range(4))
+def test_several_worker_types_the_exact_optimum(policy, seed):
+    rng = random.Random(seed)
+    spec = {"k80": rng.choice([2, 4]), "p100": rng.choice([2, 4]), "v100": rng.choice([2, 4])}
+    ids = [JobIdPair(i, None) for i in range(rng.randrange(3, 7))]
+    scale = {j: rng.choice([1, 2]) for j in ids}
+    tput = {j: {"k80": rng.uniform(1, 3), "p100": rng.uniform(2, 6), "v100": rng.uniform(4, 10)} for j in ids}
+    alloc = policy.get_allocation(tput, scale, spec)
+    accept(alloc, tput, scale, spec)
+    got = sum(x * tput[j][t] / max(tput[j].values()) for j in ids for t, x in alloc[j].items())
+    best = 0.0
+    for combo in itertools.product([None, *spec], repeat=len(ids)):
+        if all(sum(scale[j] for j, c in zip(ids, combo) if c == t) <= spec[t] for t in spec):
+            best = max(best, sum(tput[j][c] / max(tput[j].values()) for j, c in zip(ids, combo) if c))
+    assert got == pytest.approx(best, abs=1e-5)

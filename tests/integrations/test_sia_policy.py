@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from elasticopt.integrations import sia
-from elasticopt.integrations.sia import ElasticoptError, SiaPolicy, default_gpu_type
+from elasticopt.integrations.sia import SiaPolicy, default_gpu_type
 from pollux_standin import GPU, JobInfo, NodeInfo, SpeedupFunction
 
 DROPIN = sia  # the conftest's client fixture uses this file's client
@@ -58,8 +58,21 @@ def test_running_job_keeps_its_nodes_when_its_count_is_kept(policy):
     assert alloc["old"] == ["a100-1", "a100-1"]
 
 
-def test_several_gpu_types_wait_for_the_general_model(policy):
+def test_several_gpu_types_each_job_on_one_type_and_the_faster_type_used(policy):
     nodes = _nodes({"t4": (2, 4), "a100": (1, 8)})
-    infos = {"j": _job(0, ["t4", "a100"])}
-    with pytest.raises(ElasticoptError, match="unsupported"):
-        policy.optimize(infos, nodes, {})
+    infos = {f"j{i}": _job(i, ["t4", "a100"], age=10.0 * (4 - i), max_replicas=4) for i in range(3)}
+    for info in infos.values():  # an A100 replica is twice a T4 replica
+        t4 = info.speedup_fn["t4"]
+        info.speedup_fn = {"t4": t4, "a100": lambda n, k, f=t4: 2 * f(n, k)}
+    alloc, desired = policy.optimize(infos, nodes, {})
+    accept(alloc, infos, nodes)
+    assert desired == 3 and all(alloc[k] for k in infos)
+    on_a100 = sum(len(v) for v in alloc.values() if v and v[0].startswith("a100"))
+    assert on_a100 == 8  # the A100 node is used in full
+
+
+def test_a_job_restricted_to_one_type_stays_there(policy):
+    nodes = _nodes({"t4": (1, 4), "a100": (1, 8)})
+    infos = {"only-t4": _job(0, ["t4"], max_replicas=4)}
+    alloc, _ = policy.optimize(infos, nodes, {})
+    assert alloc["only-t4"] and all(n.startswith("t4") for n in alloc["only-t4"])

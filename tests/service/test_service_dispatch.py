@@ -85,19 +85,18 @@ def test_placement_keeps_running_jobs_and_fits_nodes():
     assert a["small"]["nodes"] == [[1, 2]]
 
 
-def test_span_priced_values_reported_for_the_achieved_placement():
+def test_values_priced_per_span_choose_packed_or_spread_exactly():
     jobs = [
         {"id": "a", "options": [{"gpus": 3, "value": 3.0, "nodes": 1}, {"gpus": 3, "value": 2.0, "nodes": 2}]},
         {"id": "b", "options": [{"gpus": 3, "value": 3.0, "nodes": 1}, {"gpus": 3, "value": 2.5, "nodes": 2}]},
         {"id": "c", "options": [{"gpus": 2, "value": 2.0, "nodes": 1}]},
     ]
-    resp = check_response(SERVICE.handle(_req(jobs)))  # 2 nodes x 4: 3 + 3 + 2 cannot all be consolidated
-    spans = {j: len(a["nodes"]) for j, a in resp["allocation"].items() if a}
-    assert sum(spans.values()) == 4 and len(resp["warnings"]) == 1  # exactly one job must span two nodes
-    for jd in jobs:
-        a = resp["allocation"][jd["id"]]
-        priced = {o.get("nodes"): o["value"] for o in jd["options"]}
-        assert a["value"] == priced.get(len(a["nodes"]), priced[1])  # unpriced span: the value solved with
+    # 2 nodes x 4 GPUs: 3 + 3 + 2 cannot all sit on one node each; the best spreads b (3 + 2.5 + 2)
+    resp = check_response(SERVICE.handle(_req(jobs)))
+    assert resp["objective_value"] == pytest.approx(7.5)
+    a = resp["allocation"]
+    assert {j: a[j]["value"] for j in "abc"} == {"a": 3.0, "b": 2.5, "c": 2.0}
+    assert [len(a[j]["nodes"]) for j in "abc"] == [1, 2, 1]
 
 
 @pytest.mark.parametrize(
@@ -144,3 +143,42 @@ def test_an_instance_file_is_a_request_as_it_is():
     text = (ROOT / "instances" / "tiny.json").read_text()
     resp = check_response(SERVICE.handle(text))
     assert resp["ok"] and resp["objective_value"] == pytest.approx(275.0)
+
+
+POOLS = {"t4": {"nodes": 1, "gpus_per_node": 4}, "a100": {"nodes": 1, "gpus_per_node": 8}}
+
+
+@given(st.lists(st.lists(st.tuples(st.sampled_from(["t4", "a100"]), st.integers(1, 4), st.integers(-20, 20)),
+                         min_size=1, max_size=4, unique_by=lambda t: t[:2]), min_size=1, max_size=4))
+def test_caller_values_on_several_pools_are_solved_exactly(raw):
+    jobs = [{"id": f"j{i}", "options": [{"pool": t, "gpus": k, "value": v / 4} for t, k, v in opts]}
+            for i, opts in enumerate(raw)]
+    resp = check_response(SERVICE.handle({"format": "elasticopt-request/1", "cluster": {"pools": POOLS},
+                                          "objective": "values", "jobs": jobs}))
+    best = 0.0
+    for combo in itertools.product(*[[None, *opts] for opts in raw]):
+        use = {t: sum(c[1] for c in combo if c and c[0] == t) for t in POOLS}
+        if use["t4"] <= 4 and use["a100"] <= 8:
+            best = max(best, sum(c[2] / 4 for c in combo if c))
+    assert resp["status"] == "optimal" and resp["objective_value"] == pytest.approx(best, abs=1e-5)
+    for jd in jobs:
+        a = resp["allocation"][jd["id"]]
+        if a:
+            first = 0 if a["pool"] == "t4" else 1  # global node index: pools in request order
+            assert a["nodes"] == [[first, a["gpus"]]]
+
+
+def test_an_unplaceable_optimum_of_the_dp_is_solved_again_with_node_variables():
+    from elasticopt.solvers.api import solve
+
+    def dp_cannot_place(problem, solver, **kw):
+        if solver == "dp":
+            return Solution(Status.LIMIT, solver="dp", message="dp: cannot be placed; use milp",
+                            stats={"placement_s": 0.0})
+        return solve(problem, solver, **kw)
+
+    resp = check_response(AllocationService(solve=dp_cannot_place).handle(json.dumps(instance_request("tiny.json"))))
+    assert resp["solver"] == "milp" and resp["status"] == "optimal" and "solved again with 'milp'" in resp["warnings"][0]
+    none = check_response(AllocationService(solve=dp_cannot_place, placement_fallback=None).handle(
+        json.dumps(instance_request("tiny.json"))))
+    assert none["status"] == "limit" and none["allocation"] == {}
