@@ -1,7 +1,8 @@
-"""Node placement of an allocation, as a verified packing step.
+"""Keep-in-place packing of one pool's allocation, verified.
 
-The model of this version decides GPUs per job against the pool's total; this
-step puts each job's GPUs on nodes (docs/design.md §2 "Placement"):
+The model places an allocation on the nodes (docs/design.md §2 "Placement")
+but does not know where jobs run now, and every host scheduler counts a move
+as a restart.  This step packs one pool keeping running jobs where they are:
 
 1. a job whose GPU count did not change keeps its current nodes (a move is a
    restart for every host scheduler), as long as they still fit;
@@ -10,8 +11,9 @@ step puts each job's GPUs on nodes (docs/design.md §2 "Placement"):
    whole, the remainder on the fullest node that fits it.
 
 Capacity alone guarantees success (spreading is always possible); what the
-greedy order cannot guarantee is the tightest span, so the span each job got
-is reported and :func:`check_placement` verifies the result independently.
+greedy order cannot guarantee is the fewest nodes for every packed job, so the
+service uses this packing only where it gives them that, the model's placement
+otherwise; :func:`check_placement` verifies either independently.
 """
 
 from __future__ import annotations
