@@ -37,6 +37,7 @@ from pathlib import Path
 from elasticopt._io import atomic_write_text
 from elasticopt.plotting import plot_metric_by_load
 from elasticopt.scheduling import SimulationConfig, simulate
+from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS
 from elasticopt.scheduling.workload_generator import generate_workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,7 +183,8 @@ def main(argv=None) -> int:
     md = [f"# Throughput vs goodput scheduling ({args.jobs} jobs, {args.gpus} T4 GPUs, seeds {args.seeds})", "",
           "Mean over seeds; every run goes until all jobs are done. Philly sizes and durations (clipped at "
           f"{args.duration_max_h:g} h), t4 networks, restart cost {args.restart_cost_s:g} s, re-decision every "
-          f"{args.tick_s:g} s and at every arrival and completion, default hysteresis.", "",
+          f"{args.tick_s:g} s and at every arrival and completion, default hysteresis "
+          f"({DEFAULT_HYSTERESIS}).", "",
           f"Reproduce: `{command}` ({total_s / 60:.0f} min here). Tidy rows: `goodput_comparison.csv`; "
           "figures `goodput_comparison_jct.*`, `goodput_comparison_rescales.*` (error bars: min..max over seeds).", ""]
     for p in PROGRESS:
