@@ -31,6 +31,7 @@ from elasticopt.models.instance_v2 import (
     problem_from_dict_2,
     problem_to_dict_2,
 )
+from elasticopt.models.fastload import fast_parse, fast_valid
 from elasticopt.models.jsontext import check_values, describe, loads
 from elasticopt.models.problem import Cluster, Job, Problem, Running
 from elasticopt.models.throughput import MeasuredThroughput, ThroughputModel
@@ -138,6 +139,28 @@ def _resolve_profile(name: str, file: str, path: str) -> ThroughputModel:
     return get(name)
 
 
+@lru_cache(maxsize=4096)
+def _profile_has_option(model: Any, limits: tuple) -> bool:
+    job = Job("x", model, *limits)
+    return bool(job.options(gpus_cap=None))
+
+
+def _has_option(job: Job) -> bool:
+    """Whether ``job`` has a feasible option (:meth:`Job.options`), without building the list for measured points."""
+    tp = job.throughput
+    if type(tp) is MeasuredThroughput:
+        gmax = job.gpus_max if job.gpus_max is not None else 1 << 30
+        return any(
+            job.gpus_min <= k <= gmax and job.batch_min <= b <= job.batch_max and b % k == 0
+            and b // k <= job.max_local
+            for k, b in tp.points
+        )
+    try:
+        return _profile_has_option(tp, (job.batch_min, job.batch_max, job.max_local, job.gpus_min, job.gpus_max))
+    except TypeError:  # an unhashable model: ask it directly
+        return bool(job.options(gpus_cap=None))
+
+
 def _job_from_dict(d: dict[str, Any], i: int, file: str) -> Job:
     where = f"jobs[{i}]"
     if "throughput" in d:
@@ -178,7 +201,7 @@ def _job_from_dict(d: dict[str, Any], i: int, file: str) -> Job:
     except ValidationError as exc:
         raise InstanceError(file, _job_path(where, exc.path), exc.expected, exc.found, exc.hint) from None
     # measured points are finite; a profile's candidates stay within its measured range
-    if not job.options(gpus_cap=None):
+    if not _has_option(job):
         raise InstanceError(
             file,
             where,
@@ -190,7 +213,7 @@ def _job_from_dict(d: dict[str, Any], i: int, file: str) -> Job:
     return job
 
 
-def problem_from_dict(data: Any, file: str = "<memory>") -> Problem:
+def problem_from_dict(data: Any, file: str = "<memory>", *, _screened: bool = False) -> Problem:
     """Build a :class:`Problem` from parsed instance JSON, validating everything.
 
     Parameters
@@ -209,15 +232,22 @@ def problem_from_dict(data: Any, file: str = "<memory>") -> Problem:
 
     if not isinstance(data, dict):
         raise InstanceError(file, "(root)", f"a JSON object (an {FORMAT} document)", describe(data))
-    check_values(data, file)
+    v2 = data.get("format") == FORMAT_2
+    # fast path, for documents fast_parse read (no NaN, infinity or long integer in the text): a compiled,
+    # stricter schema says "valid"; anything else is decided and worded below
+    fast = _screened and fast_valid(data, "instance-2.json" if v2 else "instance-1.json")
+    if not fast:
+        check_values(data, file)
 
     def validate(doc: Any, schema: dict[str, Any]) -> None:
+        if fast:
+            return
         err = jsonschema.exceptions.best_match(_validator_class()(schema).iter_errors(doc))
         if err is not None:
             path, expected, found = _describe_schema_error(err)
             raise InstanceError(file, path, expected, found)
 
-    if data.get("format") == FORMAT_2:
+    if v2:
         try:
             validate(data, instance_schema_2())
         except InstanceError:
@@ -286,10 +316,14 @@ def load_instance(path: str | os.PathLike[str]) -> Problem:
     """
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
+        data = fast_parse(raw)
+        screened = data is not None
+        if data is None:  # orjson refused it or it needs a closer look: the standard parser decides
+            data = loads(raw.decode("utf-8"), name)
     except (OSError, UnicodeDecodeError) as exc:
         raise InstanceError(name, "(root)", "a readable UTF-8 JSON file", type(exc).__name__ + ": " + str(exc)) from None
-    return problem_from_dict(loads(text, name), file=name)
+    return problem_from_dict(data, file=name, _screened=screened)
 
 
 def _num(x: float) -> float | int:

@@ -362,6 +362,49 @@ def _quick_proof(table: OptionTable, lag: _Lag) -> Fixing | None:
     return _all_fixed(table, bound, tied, int(inc_val))
 
 
+def _quick_proof_multi(table: OptionTable, lag: _Lag) -> Fixing | None:
+    """Several GPU types: λ_t = the best utility per GPU of type t, then a greedy fill of the ties.
+
+    At that λ no option scores above 0, so only the jobs that must run take
+    GPUs; if that fits, L(λ) = Σ_t λ_t G_t + their scores.  Options at the best
+    rate of their type score 0 (tied with idle): giving them to idle jobs,
+    largest first while their type has room, keeps L and raises the incumbent
+    by λ_t per GPU; when every type with λ_t > 0 is filled the incumbent meets
+    the bound and every job is fixed.  None when this does not prove optimality.
+    """
+    T = table.n_types
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(table.valid & (table.gpus > 0), table.utility / np.maximum(table.gpus, 1), -np.inf)
+    lam = np.zeros(T)
+    for t in range(T):
+        r = ratio[table.gpu_type == t]
+        lam[t] = max(float(r.max(initial=-np.inf)), 0.0)
+    v, ch, _ = lag.value(lam)
+    if not _fits(table, ch):
+        return None
+    bound = int(np.floor(v + margin_of(table, lam)))
+    s = lag.option_scores(lam)  # [n, K], -inf where invalid
+    tol = 1e-9 * np.maximum(1.0, np.abs(table.utility)).astype(np.float64)
+    tied = np.isfinite(s) & (s >= -tol) & (ch < 0)[:, None]  # idle jobs' options that score like idle
+    left = np.asarray(table.capacities) - table.gpus_by_type(ch)
+    choice = ch.copy()
+    rows, cols = np.nonzero(tied)
+    order = np.argsort(-table.gpus[rows, cols], kind="stable")  # largest options first
+    for r, c in zip(rows[order].tolist(), cols[order].tolist()):
+        if choice[r] >= 0:
+            continue
+        if not left.any():
+            break
+        t, k = int(table.gpu_type[r, c]), int(table.gpus[r, c])
+        if k <= left[t]:
+            choice[r] = c
+            left[t] -= k
+    inc_val, _ = table.objective_of(choice)
+    if inc_val < bound:
+        return None
+    return _all_fixed(table, bound, choice, int(inc_val))
+
+
 def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     """Remove options that cannot beat a greedy incumbent; fix decided jobs.
 
@@ -371,7 +414,7 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     if not fixable(table):
         return None  # nothing to fix, or a job that must run has no option: infeasible
     lag = _Lag(table)
-    quick = None if lag.multi else _quick_proof(table, lag)
+    quick = _quick_proof_multi(table, lag) if lag.multi else _quick_proof(table, lag)
     if quick is not None:
         return quick
     bound_f, lam, ch = lagrangian_bound(table, lag=lag)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -23,6 +24,20 @@ OBJECTIVES: tuple[str, ...] = ("speedup", "throughput", "completion", "goodput",
 
 #: The GPU type of a cluster given as ``Cluster(gpus, gpus_per_node)`` (one pool).
 DEFAULT_TYPE = "gpu"
+
+
+#: Classes whose instances passed the ThroughputModel protocol check (a runtime protocol check is slow).
+_MODEL_TYPES: set[type] = set()
+
+
+def _is_model(m: object) -> bool:
+    """``isinstance(m, ThroughputModel)``, remembered per class."""
+    if type(m) in _MODEL_TYPES:
+        return True
+    if isinstance(m, ThroughputModel):
+        _MODEL_TYPES.add(type(m))
+        return True
+    return False
 
 
 def _check_int(path: str, value: object, lo: int) -> None:
@@ -73,7 +88,7 @@ class Pool:
         """Per node the number of free GPUs."""
         return tuple(len(n) for n in self.free_gpus())
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         """Free GPUs of the pool, all nodes together."""
         return sum(self.free_per_node())
@@ -252,11 +267,13 @@ class Job:
         where = f"job {self.id!r}"
         if not isinstance(self.id, str) or not self.id:
             raise ValidationError("job.id", "a non-empty string", self.id)
-        models = self.throughput.values() if isinstance(self.throughput, Mapping) else (self.throughput,)
-        if isinstance(self.throughput, Mapping) and not self.throughput:
+        tp = self.throughput
+        per_type = type(tp) is dict or (not _is_model(tp) and isinstance(tp, Mapping))
+        models = tp.values() if per_type else (tp,)
+        if per_type and not tp:
             raise ValidationError(f"{where}.throughput", "a ThroughputModel per GPU type (at least one)", {})
         for m in models:
-            if not isinstance(m, ThroughputModel):
+            if not _is_model(m):
                 raise ValidationError(f"{where}.throughput", "a ThroughputModel", type(m).__name__)
         _check_int(f"{where}.batch_min", self.batch_min, 1)
         _check_int(f"{where}.batch_max", self.batch_max, 1)

@@ -31,21 +31,39 @@ _NEG = -(1 << 62)
 
 
 def _prefix_max(group: np.ndarray, vals: np.ndarray) -> np.ndarray:
-    """Inclusive running max of ``vals`` within runs of equal ``group`` (inputs sorted by group)."""
-    if vals.size == 0:
-        return vals.copy()
-    # dense ranks keep group * M + rank within int64 (no overflow whatever the utilities)
-    uniq, rank = np.unique(vals, return_inverse=True)
-    M = uniq.size + 1
-    key = group.astype(np.int64) * M + rank.astype(np.int64) + 1
-    run = np.maximum.accumulate(key) - group.astype(np.int64) * M - 1
-    return uniq[run]
+    """Inclusive running max of ``vals`` within runs of equal ``group`` (inputs sorted by group).
+
+    A Hillis-Steele scan: log2(longest run) steps of a shifted maximum, each
+    taken only where the shifted entry is of the same group.
+    """
+    out = vals.copy()
+    m = out.size
+    step = 1
+    while step < m:
+        same = group[step:] == group[:-step]
+        if not same.any():
+            break
+        np.maximum(out[step:], np.where(same, out[:-step], out[step:]), out=out[step:])
+        step *= 2
+    return out
 
 
 def _masked_prefix(group: np.ndarray, vals: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Running max within groups over the entries where ``mask`` (``_NEG`` where none yet)."""
-    v = np.where(mask, vals, _NEG)
-    return _prefix_max(group, v)
+    return _prefix_max(group, np.where(mask, vals, _NEG))
+
+
+def _sorted(*keys: np.ndarray) -> bool:
+    """Whether entries are in lexicographic order of ``keys`` (first key most significant)."""
+    if keys[0].size < 2:
+        return True
+    ok_so_far = np.ones(keys[0].size - 1, dtype=bool)  # equal on the more significant keys so far
+    for key in keys:
+        d = key[1:].astype(np.int64) - key[:-1].astype(np.int64)
+        if (ok_so_far & (d < 0)).any():
+            return False
+        ok_so_far &= d == 0
+    return True
 
 
 def _keep_mask(table: OptionTable, best_batch: bool, dominance: bool) -> np.ndarray:
@@ -53,34 +71,42 @@ def _keep_mask(table: OptionTable, best_batch: bool, dominance: bool) -> np.ndar
     keep = table.valid.copy()
     if not keep.any():
         return keep
-    rows, cols = np.nonzero(keep)
+    rows, cols = np.nonzero(keep)  # row-major: compiled tables list each job's options by (type, k, packed, b)
     g = table.gpus[rows, cols]
     t = table.gpu_type[rows, cols]
     p = table.packed[rows, cols]
     u = table.utility[rows, cols]
     b = table.batch[rows, cols]
-    is_cur = table.current_option[rows] == cols
+    if not _sorted(rows, t, g, p, b):  # tables built elsewhere: sort once
+        order = np.lexsort((b, p, g, t, rows))
+        rows, cols, g, t, p, u, b = rows[order], cols[order], g[order], t[order], p[order], u[order], b[order]
+    m = rows.size
+    idx = np.arange(m)
     if best_batch:
-        # per (job, type, k, packed): utility desc, current first, batch asc -> the first is kept
-        order = np.lexsort((b, ~is_cur, -u, p, g, t, rows))
-        r_, t_, g_, p_ = rows[order], t[order], g[order], p[order]
-        first = np.ones(order.size, dtype=bool)
-        first[1:] = (r_[1:] != r_[:-1]) | (t_[1:] != t_[:-1]) | (g_[1:] != g_[:-1]) | (p_[1:] != p_[:-1])
-        sel = order[first]
-        rows, cols, g, t, p, u = rows[sel], cols[sel], g[sel], t[sel], p[sel], u[sel]
-    if dominance:
-        order = np.lexsort((p, g, t, rows))  # group (job, type), k ascending
-        rows, cols, g, t, p, u = rows[order], cols[order], g[order], t[order], p[order], u[order]
+        # per (job, type, k, packed): the best utility, then the current b, then the smallest b
+        start = np.ones(m, dtype=bool)
+        start[1:] = (rows[1:] != rows[:-1]) | (t[1:] != t[:-1]) | (g[1:] != g[:-1]) | (p[1:] != p[:-1])
+        starts = np.flatnonzero(start)
+        grp = np.cumsum(start) - 1
+        best_u = np.maximum.reduceat(u, starts)
+        is_cur = table.current_option[rows] == cols
+        rank = np.where(u == best_u[grp], 1 + is_cur.astype(np.int64), 0)  # 2: best and current, 1: best
+        best_rank = np.maximum.reduceat(rank, starts)
+        first = np.minimum.reduceat(np.where(rank == best_rank[grp], idx, m), starts)  # sorted by b: smallest b
+        rows, cols, g, t, p, u = rows[first], cols[first], g[first], t[first], p[first], u[first]
         m = rows.size
+        idx = np.arange(m)
+    if dominance:
+        # group (job, type), k ascending (the order above)
         new_grp = np.ones(m, dtype=bool)
         new_grp[1:] = (rows[1:] != rows[:-1]) | (t[1:] != t[:-1])
         grp = np.cumsum(new_grp) - 1
         new_k = new_grp.copy()
         new_k[1:] |= g[1:] != g[:-1]
-        run_start = np.maximum.accumulate(np.where(new_k, np.arange(m), 0))  # first index of this (group, k) run
+        run_start = np.maximum.accumulate(np.where(new_k, idx, 0))  # first index of this (group, k) run
         is_last = np.ones(m, dtype=bool)
         is_last[:-1] = new_k[1:]
-        run_end = np.minimum.accumulate(np.where(is_last, np.arange(m), m)[::-1])[::-1]  # last index of the run
+        run_end = np.minimum.accumulate(np.where(is_last, idx, m)[::-1])[::-1]  # last index of the run
         pu = _masked_prefix(grp, u, ~p)  # best unpacked utility so far (k <= this k within the run's end)
         pp = _masked_prefix(grp, u, p)  # best packed utility so far
         before = run_start - 1

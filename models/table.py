@@ -10,14 +10,16 @@ one valid option of job j, or idle (worth 0, using 0 GPUs) where
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from elasticopt.errors import ValidationError
-from elasticopt.models.problem import Job, Option, Pool, Problem
+from elasticopt.models.objectives import OBJECTIVE_VALUES, OptionRows, current_key, job_values, values_of
+from elasticopt.models.options import option_blocks
+from elasticopt.models.problem import Pool, Problem
 from elasticopt.models.throughput import MeasuredThroughput
 
 __all__ = [
@@ -188,112 +190,6 @@ class OptionTable:
         return u, v
 
 
-def _rows(opts: list) -> tuple[np.ndarray, np.ndarray, list]:
-    """(k, samples/s, keys) of options given as :class:`Option` or ``(k, b, samples_per_s)`` tuples."""
-    if opts and isinstance(opts[0], Option):
-        k = np.array([o.gpus for o in opts], dtype=np.float64)
-        t = np.array([o.samples_per_s for o in opts], dtype=np.float64)
-        return k, t, opts
-    k = np.array([o[0] for o in opts], dtype=np.float64)
-    t = np.array([o[2] for o in opts], dtype=np.float64)
-    return k, t, opts
-
-
-def _v_speedup(problem: Problem, job: Job, opts: list) -> np.ndarray:
-    k, t, _ = _rows(opts)
-    return float(job.weight) * t / float((t / k).max())
-
-
-def _v_goodput(problem: Problem, job: Job, opts: list) -> np.ndarray:
-    """Speedup of T(k, b) * E(b): E the job's statistical efficiency (1 without one)."""
-    k, t, _ = _rows(opts)
-    if job.efficiency is not None:
-        b = [o.batch if isinstance(o, Option) else o[1] for o in opts]
-        t = t * np.array([float(job.efficiency(x)) for x in b])
-    return float(job.weight) * t / float((t / k).max())
-
-
-def _v_throughput(problem: Problem, job: Job, opts: list) -> np.ndarray:
-    return float(job.weight) * _rows(opts)[1]
-
-
-def _v_completion(problem: Problem, job: Job, opts: list) -> np.ndarray:
-    return float(job.weight) * _rows(opts)[1] / float(job.remaining_samples)  # type: ignore[arg-type]
-
-
-def _v_value(problem: Problem, job: Job, opts: list) -> np.ndarray:
-    vals = job.values or {}
-    default_type = problem.cluster.types[0]
-    out = np.full(len(opts), np.nan)
-    for i, o in enumerate(opts):
-        if isinstance(o, Option):
-            key = (o.gpu_type, o.gpus, o.batch) + (("packed",) if o.packed else ())
-        else:
-            key = (default_type, o[0], o[1])
-        v = vals.get(key)
-        if v is not None:
-            out[i] = float(job.weight) * v
-    return out
-
-
-#: Objective name -> per job, the value v of each option (docs/design.md §2); nan = option not offered.
-#: A new separable objective is one entry here (and its name in ``problem.OBJECTIVES``).
-OBJECTIVE_VALUES: dict[str, Callable[[Problem, Job, list], np.ndarray]] = {
-    "speedup": _v_speedup,
-    "throughput": _v_throughput,
-    "completion": _v_completion,
-    "goodput": _v_goodput,
-    "value": _v_value,
-}
-
-
-def _is_current(problem: Problem, job: Job, o: Any) -> bool:
-    run = job.running
-    if run is None:
-        return False
-    if isinstance(o, Option):
-        return (o.gpu_type, o.gpus, o.batch, o.packed) == current_key(problem, job)
-    return (o[0], o[1]) == (run.gpus, run.batch)
-
-
-def current_key(problem: Problem, job: Job) -> tuple[str, int, int, bool] | None:
-    """(type, k, b, packed) of a running job's current option; packed iff its known nodes are the fewest."""
-    run = job.running
-    if run is None:
-        return None
-    t = problem.running_type(job)
-    packed = False
-    if run.nodes is not None:
-        g = problem.cluster.pools[t].gpus_per_node  # type: ignore[index]
-        packed = len(run.nodes) <= -(-run.gpus // g)
-    return (t, run.gpus, run.batch, packed)  # type: ignore[return-value]
-
-
-def job_values(problem: Problem, job: Job, opts: list) -> list[float]:
-    """Objective value v of each option of ``job`` (docs/design.md §2), penalty included.
-
-    Parameters
-    ----------
-    problem
-        The problem (objective and rescale penalty).
-    job
-        The job.
-    opts
-        Its options: :class:`Option` (``job.typed_options``) or ``(k, b,
-        samples_per_s)`` tuples as from ``job.options(G)`` (one-type jobs).
-        An option the objective does not offer (``value`` without a caller
-        value) gets nan.
-    """
-    if not opts:
-        return []
-    vals = OBJECTIVE_VALUES[problem.objective](problem, job, opts)
-    lam = float(problem.rescale_penalty)
-    if lam and job.running is not None:
-        cur = np.array([_is_current(problem, job, o) for o in opts])
-        vals = np.where(cur, vals, vals - lam)
-    return [float(v) for v in vals]
-
-
 def tie_bonus(priority: tuple[str, ...] | None) -> tuple[int, dict[str, int]]:
     """B and per-job bonus for a priority order (earlier id = bigger bonus); ``(1, {})`` without one."""
     if not priority:
@@ -331,16 +227,15 @@ def pick_scale(total_abs_value: float, n: int, tie_scale: int = 1) -> int:
     return scale
 
 
-def _overflow_error(
-    problem: Problem, per_job: list[list[Option]], per_val: list[list[float]], exc: ValidationError
-) -> ValidationError:
+def _overflow_error(problem: Problem, gpus: np.ndarray, batch: np.ndarray, sps: np.ndarray, value: np.ndarray,
+                    valid: np.ndarray, exc: ValidationError) -> ValidationError:
     """The objective total overflows: blame the job with the largest value, at its JSON path."""
-    j = max(range(len(per_val)), key=lambda i: max((abs(v) for v in per_val[i]), default=0.0))
-    job, opts, vals = problem.jobs[j], per_job[j], per_val[j]
-    o = max(range(len(vals)), key=lambda i: abs(vals[i]))
-    k, b, t = opts[o].gpus, opts[o].batch, opts[o].samples_per_s
+    mag = np.where(valid, np.abs(value), -1.0)
+    j, o = np.unravel_index(int(np.argmax(mag)), mag.shape)
+    job = problem.jobs[j]
+    k, b, t, v = int(gpus[j, o]), int(batch[j, o]), float(sps[j, o]), float(value[j, o])
     if problem.objective == "value":
-        path, found = f"jobs[{j}].values", vals[o] / job.weight
+        path, found = f"jobs[{j}].values", v / job.weight
     elif job.weight != 1.0:
         path, found = f"jobs[{j}].weight", job.weight
     elif problem.objective == "completion" and job.remaining_samples is not None and job.remaining_samples < 1:
@@ -348,13 +243,13 @@ def _overflow_error(
     elif isinstance(job.throughput, MeasuredThroughput):
         path, found = f"jobs[{j}].throughput", [k, b, t]  # the row's index in the file is not kept
     else:
-        path, found = f"jobs[{j}].profile", job.throughput.name
+        path, found = f"jobs[{j}].profile", getattr(job.throughput, "name", "?")
     return ValidationError(
         path,
         "values small enough that the objective total fits exact integers (sum over jobs of the largest "
         "value x B < 2**52)",
         found,
-        f"job {job.id!r} has value {vals[o]:.6g} at (k={k}, b={b}): {t:.6g} samples/s x weight {job.weight:g}, "
+        f"job {job.id!r} has value {v:.6g} at (k={k}, b={b}): {t:.6g} samples/s x weight {job.weight:g}, "
         f"objective {problem.objective!r}; the total over jobs is {exc.found:.6g}",
     )
 
@@ -363,10 +258,12 @@ def compile_problem(problem: Problem) -> OptionTable:
     """Compile a problem to its canonical integer option table (docs/design.md §2).
 
     Options are every feasible (type, k, b[, packed]) with k <= the type's
-    free GPUs; ``utility = round(v * S)`` with S the largest power of two <=
-    2**20 keeping ``sum_j max |u|`` within 2**52; with a priority order each
-    non-idle option of a job also gets an integer bonus below one utility unit
-    (utilities are scaled by B first).
+    free GPUs (:mod:`elasticopt.models.options`, the arrays of
+    :meth:`~elasticopt.models.Job.typed_options`); ``utility = round(v * S)``
+    with S the largest power of two <= 2**20 keeping ``sum_j max |u|`` within
+    2**52; with a priority order each non-idle option of a job also gets an
+    integer bonus below one utility unit (utilities are scaled by B first).
+    Everything after the per-job block look-up is vectorised over all options.
 
     Parameters
     ----------
@@ -380,63 +277,84 @@ def compile_problem(problem: Problem) -> OptionTable:
     """
     cluster = problem.cluster
     types = cluster.types
+    jobs = problem.jobs
+    n = len(jobs)
+    ix = option_blocks(problem)
+    blocks = ix.blocks
+    # the distinct blocks side by side; pair i's options are blocks[pair_block[i]], at offsets off[...]
+    blen = np.fromiter((blk[0].size for blk in blocks), dtype=np.int64, count=len(blocks))
+    off = np.concatenate(([0], np.cumsum(blen)[:-1])) if blocks else np.zeros(0, dtype=np.int64)
+    cat = (lambda i, dt: np.concatenate([blk[i] for blk in blocks]) if blocks else np.zeros(0, dtype=dt))
+    all_k, all_b, all_p, all_s = cat(0, np.int64), cat(1, np.int64), cat(2, bool), cat(3, np.float64)
+    plen = blen[ix.pair_block]
+    total = int(plen.sum())
+    pstart = np.cumsum(plen) - plen
+    src = np.arange(total) - np.repeat(pstart - off[ix.pair_block], plen)  # option i = entry src[i] of the blocks
+    rows = OptionRows(np.repeat(ix.pair_job, plen), all_k[src], all_b[src], all_s[src],
+                      np.repeat(ix.pair_type, plen), all_p[src], types)
+    fj, ft, fk, fb, fp, fs = ix.flat
+    if fj:  # measured points, read flat: merge and restore each job's (type, k, packed, b) order
+        cat2 = (lambda a, xs, dt: np.concatenate([a, np.asarray(xs, dtype=dt)]))
+        j_, t_ = cat2(rows.job, fj, np.int64), cat2(rows.gpu_type, ft, np.int64)
+        k_, b_, p_ = cat2(rows.gpus, fk, np.int64), cat2(rows.batch, fb, np.int64), cat2(rows.packed, fp, bool)
+        s_ = cat2(rows.samples_per_s, fs, np.float64)
+        order = np.lexsort((b_, p_, k_, t_, j_))
+        rows = OptionRows(j_[order], k_[order], b_[order], s_[order], t_[order], p_[order], types)
+    counts = np.bincount(rows.job, minlength=n).astype(np.int64) if n else np.zeros(0, np.int64)
+    # the running jobs' current options: (type, k, b, packed) per job, -1 where none
+    cur_t = np.full(n, -1, dtype=np.int64)
+    cur_k = np.zeros(n, dtype=np.int64)
+    cur_b = np.zeros(n, dtype=np.int64)
+    cur_p = np.zeros(n, dtype=bool)
     tindex = {t: i for i, t in enumerate(types)}
-    per_job: list[list[Option]] = []
-    per_val: list[list[float]] = []
-    for job in problem.jobs:
-        opts = job.typed_options(cluster, problem.node_aware)
-        vals = job_values(problem, job, opts)
-        keep = [i for i, v in enumerate(vals) if np.isfinite(v)]
-        if len(keep) < len(opts):
-            opts = [opts[i] for i in keep]
-            vals = [vals[i] for i in keep]
-        per_job.append(opts)
-        per_val.append(vals)
-    n = len(problem.jobs)
-    K = max((len(o) for o in per_job), default=0)
-    gpus = np.zeros((n, K), dtype=np.int64)
-    batch = np.zeros((n, K), dtype=np.int64)
-    value = np.zeros((n, K), dtype=np.float64)
-    sps = np.zeros((n, K), dtype=np.float64)
-    valid = np.zeros((n, K), dtype=bool)
-    gtype = np.zeros((n, K), dtype=np.int64)
-    packed = np.zeros((n, K), dtype=bool)
-    current = np.full(n, -1, dtype=np.int64)
-    idle = np.array([problem.idle_allowed(j) for j in problem.jobs], dtype=bool)
-    for j, (job, opts, vals) in enumerate(zip(problem.jobs, per_job, per_val)):
-        m = len(opts)
-        if m:
-            gpus[j, :m] = [o.gpus for o in opts]
-            batch[j, :m] = [o.batch for o in opts]
-            sps[j, :m] = [o.samples_per_s for o in opts]
-            gtype[j, :m] = [tindex[o.gpu_type] for o in opts]
-            packed[j, :m] = [o.packed for o in opts]
-            value[j, :m] = vals
-            valid[j, :m] = True
+    for j, job in enumerate(jobs):
         if job.running is not None:
-            cur = current_key(problem, job)
-            for o, opt in enumerate(opts):
-                if (opt.gpu_type, opt.gpus, opt.batch, opt.packed) == cur:
-                    current[j] = o
+            t, k, b, p = current_key(problem, job)  # type: ignore[misc]
+            cur_t[j], cur_k[j], cur_b[j], cur_p[j] = tindex[t], k, b, p
+    r = rows.job
+    is_cur = ((rows.gpu_type == cur_t[r]) & (rows.gpus == cur_k[r]) & (rows.batch == cur_b[r])
+              & (rows.packed == cur_p[r]))
+    vals = values_of(problem, jobs, rows, is_cur)
+    offered = np.isfinite(vals)
+    if not offered.all():  # drop the options the objective does not offer
+        rows = OptionRows(rows.job[offered], rows.gpus[offered], rows.batch[offered], rows.samples_per_s[offered],
+                          rows.gpu_type[offered], rows.packed[offered], types)
+        vals, is_cur = vals[offered], is_cur[offered]
+        counts = np.bincount(rows.job, minlength=n).astype(np.int64)
+    K = int(counts.max()) if n else 0
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if n else np.zeros(0, dtype=np.int64)
+    col = np.arange(rows.job.size) - np.repeat(starts, counts)  # column of option i in its job's row
+    r = rows.job
+
+    def grid(a: np.ndarray, dtype) -> np.ndarray:
+        out = np.zeros((n, K), dtype=dtype)
+        out[r, col] = a
+        return out
+
+    gpus, batch, value = grid(rows.gpus, np.int64), grid(rows.batch, np.int64), grid(vals, np.float64)
+    sps, gtype, packed = grid(rows.samples_per_s, np.float64), grid(rows.gpu_type, np.int64), grid(rows.packed, bool)
+    valid = grid(np.ones(r.size, dtype=bool), bool)
+    current = np.full(n, -1, dtype=np.int64)
+    current[r[is_cur]] = col[is_cur]
+    idle = np.fromiter((job.running is None or problem.allow_preemption for job in jobs), dtype=bool, count=n)
     tie_scale, bonus = tie_bonus(problem.priority)
-    total = float(np.abs(np.where(valid, value, 0.0)).max(axis=1).sum()) if K else 0.0
+    total = float(np.abs(value).max(axis=1).sum()) if K else 0.0
     try:
         scale = pick_scale(total, n, tie_scale)
     except ValidationError as exc:
-        raise _overflow_error(problem, per_job, per_val, exc) from None
-    scaled = np.rint(value * scale).astype(np.int64)
-    utility = scaled * tie_scale
+        raise _overflow_error(problem, gpus, batch, sps, value, valid, exc) from None
+    utility = np.rint(value * scale).astype(np.int64) * tie_scale
     if bonus:
         bvec = np.array([bonus.get(jid, 0) for jid in problem.job_ids], dtype=np.int64)
         utility = utility + bvec[:, None]
     utility = np.where(valid, utility, 0)
-    running = tuple(j.id for j in problem.jobs if j.running is not None)
-    G = cluster.gpus
+    running = tuple(j.id for j in jobs if j.running is not None)
     caps = np.array([cluster.capacity(t) for t in types], dtype=np.int64)
-    stats = {"n_jobs": n, "n_options": int(valid.sum()), "width": K, "capacity": G, "capacities": tuple(caps.tolist())}
+    stats = {"n_jobs": n, "n_options": int(r.size), "width": K, "capacity": cluster.gpus,
+             "capacities": tuple(caps.tolist())}
     return OptionTable(
         job_ids=problem.job_ids,
-        capacity=int(G),
+        capacity=int(cluster.gpus),
         scale=int(scale),
         tie_scale=int(tie_scale),
         gpus=gpus,

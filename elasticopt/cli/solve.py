@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import time
 from dataclasses import replace
 from typing import Any
@@ -49,6 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-reduce", action="store_true", help="skip the exact reductions (docs/design.md §2)")
     p.add_argument("--json", action="store_true", help="print the solution(s) as JSON instead of tables")
     p.add_argument("-o", "--output", default=None, help="also write the solution(s) as JSON to this file")
+    p.add_argument("--timings", action="store_true",
+                   help="print the seconds spent loading, compiling, reducing and solving (stderr; with --json "
+                   "also under 'timings')")
     p.set_defaults(func=run)
 
 
@@ -141,19 +145,27 @@ def run(args: argparse.Namespace) -> int:
     name, options = ("all", {}) if args.solver == "all" else parse_solver_arg(args.solver)
     if name != "all":
         get_backend(name).check_options(options)  # a bad name or option fails before any work
+    t_load = time.perf_counter()
     problem = load_instance(args.file)
+    load_s = time.perf_counter() - t_load
     log.info("%s: %d jobs, %d GPUs, objective %s", args.file, len(problem.jobs), problem.cluster.gpus,
              problem.objective)
     t0 = time.perf_counter()
     table = _compile(problem, args.file)
     compile_s = time.perf_counter() - t0
     log.info("compiled: %d options of %d jobs in %.3f s", table.n_options, table.n_jobs, compile_s)
-    reduce = not args.no_reduce
+    t1 = time.perf_counter()
+    if not args.no_reduce:
+        table = reduce_table(table)
+    reduce_s = time.perf_counter() - t1
+    t2 = time.perf_counter()
     if args.solver == "all":
-        sols = solve_all(table, time_limit_s=args.time_limit_s, reduce=reduce)
+        sols = solve_all(table, time_limit_s=args.time_limit_s, reduce=False)
     else:
-        sols = [solve(table, name, time_limit_s=args.time_limit_s, reduce=reduce, **options)]
-    sols = [replace(s, stats={**s.stats, "compile_s": compile_s + s.stats.get("compile_s", 0.0)}) for s in sols]
+        sols = [solve(table, name, time_limit_s=args.time_limit_s, reduce=False, **options)]
+    solve_s = time.perf_counter() - t2
+    sols = [replace(s, stats={**s.stats, "compile_s": compile_s + reduce_s}) for s in sols]
+    timings = {"load_s": load_s, "compile_s": compile_s, "reduce_s": reduce_s, "solve_s": solve_s}
     for s in sols:
         log.info("%s: %s, objective %s (integer %s) in %.3f s build + %.3f s solve", s.solver, s.status.name,
                  s.objective_value, s.objective, s.build_s, s.solve_s)
@@ -161,6 +173,9 @@ def run(args: argparse.Namespace) -> int:
     doc: Any = [s.to_dict() for s in sols] if args.solver == "all" else sols[0].to_dict()
     if args.solver == "all":
         doc = {"solutions": doc, "agree": agree, "message": agree_msg}
+    if args.timings:
+        doc["timings"] = timings
+        print("timings: " + ", ".join(f"{k[:-2]} {v:.3f} s" for k, v in timings.items()), file=sys.stderr)
     if args.output:
         atomic_write_text(args.output, json.dumps(doc, indent=2) + "\n")
     console = Console(width=max(Console().width, 130))

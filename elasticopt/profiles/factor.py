@@ -96,17 +96,6 @@ class FactorProfile:
         """Samples/s packed on the fewest nodes; None for gpus < 1 or batch < gpus."""
         return self.samples_per_s_on_nodes(gpus, batch, -(-gpus // self.gpus_per_node))
 
-    def samples_per_s_array(self, gpus: np.ndarray, batch: np.ndarray, nodes: np.ndarray | None = None) -> np.ndarray:
-        """Vectorised :meth:`samples_per_s_on_nodes` (``nodes`` None: packed); nan off the grid."""
-        k = np.asarray(gpus, dtype=np.int64)
-        b = np.asarray(batch, dtype=np.int64)
-        n = -(-k // self.gpus_per_node) if nodes is None else np.asarray(nodes, dtype=np.int64)
-        out = np.array([
-            v if (v := self.samples_per_s_on_nodes(int(x), int(y), int(z))) is not None else np.nan
-            for x, y, z in zip(k.tolist(), b.tolist(), n.tolist())
-        ], dtype=np.float64)
-        return out
-
     def candidates(self, gpus_max: int, batch_min: int, batch_max: int) -> list[tuple[int, int]]:
         """The measured (k, k m) grid within the limits, sorted."""
         out = []

@@ -162,14 +162,6 @@ class ParametricProfile:
         t = float(iteration_time_s(self.params, gpus, nodes, batch / gpus))
         return batch / t if t > 0 and math.isfinite(t) else None
 
-    def samples_per_s_array(self, gpus: np.ndarray, batch: np.ndarray, nodes: np.ndarray | None = None) -> np.ndarray:
-        """Vectorised samples/s (``nodes`` None: packed on this profile's nodes, as :meth:`samples_per_s`)."""
-        k = np.asarray(gpus, dtype=float)
-        b = np.asarray(batch, dtype=float)
-        n = -(-np.asarray(gpus, dtype=np.int64) // self.gpus_per_node) if nodes is None else np.asarray(nodes)
-        t = iteration_time_s(self.params, k, n, b / k)
-        return b / t
-
     def candidates(self, gpus_max: int, batch_min: int, batch_max: int) -> list[tuple[int, int]]:
         """Power-of-two grid (see :func:`~elasticopt.profiles.grid.grid_candidates`)."""
         cap = gpus_max if self.gpus_max is None else min(gpus_max, self.gpus_max)

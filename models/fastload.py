@@ -1,0 +1,100 @@
+"""The fast path of instance loading: parse with orjson, validate with a compiled schema.
+
+A valid file never needs more than this: orjson parses (it refuses NaN,
+Infinity and integers beyond 64 bits, which the format refuses too), and a
+validator compiled by fastjsonschema from a *stricter* copy of the format's
+JSON Schema (rewritten as draft 04, whose integers refuse ``4.0``; every
+integer and number within ±(2**53 - 1), the range ``check_values`` enforces)
+accepts it.  Anything either refuses goes down the slow path
+(:mod:`elasticopt.models.jsontext` and jsonschema), which decides and words the
+error exactly as before (file, JSON path, expected, found): the fast path can
+only say "valid", never produce an error of its own.  The schemas bound the
+nesting depth, so a document they accept is within ``MAX_DEPTH`` too.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from functools import lru_cache
+from typing import Any, Callable
+
+from elasticopt.models.jsontext import MAX_EXACT_INT
+
+__all__ = ["fast_parse", "fast_valid"]
+
+
+#: Texts the slow parser must see: 16 digits in a row (an integer literal past 2**53, which orjson reads as a
+#: float), NaN / Infinity (not JSON; orjson reads them), a 3-digit exponent (1e999 overflows to infinity).
+_SLOW = re.compile(rb"[0-9]{16}|NaN|Infinity|[eE][+-]?[0-9]{3}")
+
+
+def fast_parse(raw: bytes) -> Any | None:
+    """The parsed document, or None where orjson refuses it (the slow parser then words the error).
+
+    Texts with 16 digits in a row, NaN, Infinity or a 3-digit exponent go to
+    the slow parser too: orjson reads them (a long integer as a float), which
+    would hide the error the format reports for them.
+    """
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - a base dependency
+        return None
+    if _SLOW.search(raw):
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _strict(node: Any) -> Any:
+    """A draft-04 copy of a 2020-12 schema node, with numbers bounded to exact JSON integers.
+
+    Draft 04, because there ``"integer"`` refuses ``4.0`` as the format does
+    (drafts 6+ accept it); its tuple form is ``items: [...]``, its exclusive
+    bounds are booleans and it has no ``const`` (an enum of one).
+    """
+    if isinstance(node, list):
+        return [_strict(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _strict(v) for k, v in node.items() if k not in ("$schema", "$id")}
+    if "prefixItems" in out:
+        out["items"] = out.pop("prefixItems")  # tuple form; minItems / maxItems stay as they are
+    if "const" in out:
+        out["enum"] = [out.pop("const")]
+    if "exclusiveMinimum" in out:
+        out["minimum"] = out.pop("exclusiveMinimum")
+        out["exclusiveMinimum"] = True
+    if out.get("type") in ("integer", "number"):
+        out["maximum"] = min(out.get("maximum", MAX_EXACT_INT), MAX_EXACT_INT)
+        out.setdefault("minimum", -MAX_EXACT_INT)
+    return out
+
+
+@lru_cache(maxsize=4)
+def _validator(name: str) -> Callable[[Any], Any] | None:
+    try:
+        import fastjsonschema
+    except ImportError:  # pragma: no cover - a base dependency
+        return None
+    from importlib import resources
+    import json
+
+    schema = json.loads(resources.files("elasticopt.models").joinpath(f"schema/{name}").read_text("utf-8"))
+    strict = _strict(copy.deepcopy(schema))
+    strict["$schema"] = "http://json-schema.org/draft-04/schema#"
+    return fastjsonschema.compile(strict)
+
+
+def fast_valid(data: Any, schema_file: str) -> bool:
+    """Whether ``data`` passes the strict compiled schema ``schema_file`` (e.g. ``"instance-1.json"``)."""
+    v = _validator(schema_file)
+    if v is None:
+        return False
+    try:
+        v(data)
+    except Exception:  # fastjsonschema.JsonSchemaException (or a value it cannot handle): take the slow path
+        return False
+    return True

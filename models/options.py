@@ -1,0 +1,197 @@
+"""Every job's options on the cluster as arrays, fast (the compile step of docs/design.md §2).
+
+The same options as :meth:`elasticopt.models.Job.typed_options` (the readable
+reference that ``verify`` and the brute force use), built per (job, GPU type)
+as arrays: a fitted profile is evaluated on its whole candidate grid at once
+(``samples_per_s_array``), measured points are read as arrays, and jobs with
+the same model and limits on the same pool share one block (a cache keyed by
+them), so compiling n jobs costs a dictionary look-up per job and type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from elasticopt.models.problem import Job, Pool, Problem
+from elasticopt.models.throughput import MeasuredThroughput
+
+__all__ = ["option_blocks", "Block", "OptionIndex"]
+
+#: One job's options on one type: (gpus, batch, packed, samples_per_s), sorted by (k, packed, b).
+Block = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+_EMPTY: Block = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0))
+
+
+def _allowed(k: np.ndarray, b: np.ndarray, lim: tuple[int, ...]) -> np.ndarray:
+    gmin, k_hi, bmin, bmax, mloc, _ = lim
+    return (k >= gmin) & (k <= k_hi) & (b >= bmin) & (b <= bmax) & (b % k == 0) & (b // k <= mloc)
+
+
+def _sps(model: Any, k: np.ndarray, b: np.ndarray, nodes: np.ndarray | None = None) -> np.ndarray:
+    # the model's own scalar answers, so the table holds exactly what Job.typed_options (and verify) compute:
+    # a vectorised power (SIMD) can differ from the scalar one in the last bit
+    if nodes is None:
+        vals = [model.samples_per_s(int(x), int(y)) for x, y in zip(k.tolist(), b.tolist())]
+    else:
+        vals = [model.samples_per_s_on_nodes(int(x), int(y), int(n)) for x, y, n in
+                zip(k.tolist(), b.tolist(), nodes.tolist())]
+    return np.array([v if v is not None else np.nan for v in vals], dtype=np.float64)
+
+
+def _ok(t: np.ndarray) -> np.ndarray:
+    return np.isfinite(t) & (t > 0)
+
+
+def _measured_block(model: Any, lim: tuple[int, ...]) -> Block:
+    parts = []
+    for pts, packed in ((model.points, False), (getattr(model, "packed", None) or {}, True)):
+        if not pts:
+            continue
+        kb = np.array(list(pts), dtype=np.int64).reshape(-1, 2)
+        t = np.fromiter(pts.values(), dtype=np.float64, count=len(pts))
+        k, b = kb[:, 0], kb[:, 1]
+        keep = _allowed(k, b, lim) & _ok(t)
+        parts.append((k[keep], b[keep], np.full(int(keep.sum()), packed), t[keep]))
+    return _sorted(parts)
+
+
+def _sorted(parts: list) -> Block:
+    if not parts:
+        return _EMPTY
+    k = np.concatenate([p[0] for p in parts])
+    b = np.concatenate([p[1] for p in parts])
+    p = np.concatenate([p[2] for p in parts])
+    t = np.concatenate([p[3] for p in parts])
+    order = np.lexsort((b, p, k))  # (k, packed, b): the order reduce_table groups options in
+    return k[order], b[order], p[order], t[order]
+
+
+def _model_block(model: Any, lim: tuple[int, ...], pool: Pool, aware: bool) -> Block:
+    """Options of one model on one pool (see :meth:`Job.typed_options` for the rules)."""
+    if type(model) is MeasuredThroughput:
+        return _measured_block(model, lim)
+    gmin, k_hi, bmin, bmax, mloc, cap = lim
+    cands = model.candidates(k_hi, bmin, bmax)
+    if not cands:
+        return _EMPTY
+    kb = np.array(sorted(set(cands)), dtype=np.int64).reshape(-1, 2)
+    k, b = kb[:, 0], kb[:, 1]
+    keep = _allowed(k, b, lim)
+    k, b = k[keep], b[keep]
+    t = _sps(model, k, b)
+    good = _ok(t)
+    k, b, t = k[good], b[good], t[good]
+    parts = []
+    aware = aware and hasattr(model, "samples_per_s_on_nodes") and pool.nodes > 1
+    if aware:
+        multi = k > 1
+        parts.append((k[~multi], b[~multi], np.zeros(int((~multi).sum()), bool), t[~multi]))
+        km, bm = k[multi], b[multi]
+        spread = _sps(model, km, bm, np.minimum(km, pool.nodes))
+        packed = _sps(model, km, bm, -(-km // pool.gpus_per_node))
+        s_ok = _ok(spread)
+        parts.append((km[s_ok], bm[s_ok], np.zeros(int(s_ok.sum()), bool), spread[s_ok]))
+        p_ok = _ok(packed) & (~s_ok | (packed > np.where(s_ok, spread, -np.inf)))
+        parts.append((km[p_ok], bm[p_ok], np.ones(int(p_ok.sum()), bool), packed[p_ok]))
+    else:
+        parts.append((k, b, np.zeros(k.size, bool), t))
+    packed_pts = getattr(model, "packed", None)
+    if packed_pts:
+        kb = np.array(list(packed_pts), dtype=np.int64).reshape(-1, 2)
+        tp = np.fromiter(packed_pts.values(), dtype=np.float64, count=len(packed_pts))
+        sel = (kb[:, 0] <= cap) & _allowed(kb[:, 0], kb[:, 1], lim)
+        parts.append((kb[sel, 0], kb[sel, 1], np.ones(int(sel.sum()), bool), tp[sel]))
+    return _sorted(parts)
+
+
+#: Blocks of shared models (profiles), kept across compiles: key -> (model, block); the model is kept
+#: so that a key's id(model) cannot be reused by another object while the entry lives.
+_CACHE: dict[tuple, tuple[Any, Block]] = {}
+_CACHE_MAX = 1 << 16
+
+
+@dataclass(frozen=True)
+class OptionIndex:
+    """Every (job, GPU type) pair with options, and the distinct blocks they use.
+
+    ``pair_job[i]``, ``pair_type[i]``, ``pair_block[i]``: job row, type index
+    and index into ``blocks`` of pair i (pairs in job order, then pool order).
+    """
+
+    pair_job: np.ndarray
+    pair_type: np.ndarray
+    pair_block: np.ndarray
+    blocks: list[Block]
+    #: measured points of the jobs' own :class:`MeasuredThroughput` models, flat (unsorted):
+    #: ``(job row, type index, k, b, packed, samples/s)`` lists
+    flat: tuple[list, list, list, list, list, list] = ((), (), (), (), (), ())  # type: ignore[assignment]
+
+
+def option_blocks(problem: Problem) -> OptionIndex:
+    """The options of every job on every GPU type it may use, as shared blocks (module docstring)."""
+    cluster = problem.cluster
+    pools = [(ti, t, pool, pool.gpus, pool.gpus_per_node, pool.nodes)
+             for ti, (t, pool) in enumerate(cluster.pools.items())]  # type: ignore[union-attr]
+    aware = bool(problem.node_aware)
+    cache = _CACHE
+    blocks: list[Block] = []
+    index: dict[int, int] = {}  # id(block) -> its index in blocks, for this call
+    pj: list[int] = []
+    pt: list[int] = []
+    pb: list[int] = []
+    fj: list[int] = []
+    ft: list[int] = []
+    fk: list[int] = []
+    fb: list[int] = []
+    fp: list[bool] = []
+    fs: list[float] = []
+    big = 1 << 30
+    for j, job in enumerate(problem.jobs):
+        tp = job.throughput
+        per_type = type(tp) is dict or (hasattr(tp, "items") and isinstance(tp, Mapping))
+        gmax = job.gpus_max if job.gpus_max is not None else big
+        for ti, t, pool, cap, gpn, nodes in pools:
+            if job.types is not None and t not in job.types:
+                continue
+            model = tp.get(t) if per_type else tp
+            if model is None:
+                continue
+            lim = (job.gpus_min, gmax if gmax < cap else cap, job.batch_min, job.batch_max, job.max_local, cap)
+            if type(model) is MeasuredThroughput:  # a job's own points: nothing to share, read them flat
+                gmin, khi, bmin, bmax, mloc, _ = lim
+                for pts, packed in ((model.points, False), (model.packed, True)):
+                    for (k, b), v in pts.items():
+                        if gmin <= k <= khi and bmin <= b <= bmax and b % k == 0 and b // k <= mloc:
+                            fj.append(j)
+                            ft.append(ti)
+                            fk.append(k)
+                            fb.append(b)
+                            fp.append(packed)
+                            fs.append(v)
+                continue
+            else:
+                key = (id(model), lim, gpn, nodes, aware)
+                hit = cache.get(key)
+                if hit is not None and hit[0] is model:
+                    blk = hit[1]
+                else:
+                    blk = _model_block(model, lim, pool, aware)
+                    if len(cache) >= _CACHE_MAX:
+                        cache.clear()
+                    cache[key] = (model, blk)
+            if not blk[0].size:
+                continue
+            b = index.get(id(blk))
+            if b is None:
+                b = index[id(blk)] = len(blocks)
+                blocks.append(blk)
+            pj.append(j)
+            pt.append(ti)
+            pb.append(b)
+    return OptionIndex(np.asarray(pj, dtype=np.int64), np.asarray(pt, dtype=np.int64),
+                       np.asarray(pb, dtype=np.int64), blocks, (fj, ft, fk, fb, fp, fs))
