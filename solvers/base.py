@@ -102,19 +102,6 @@ def choice_details(table: OptionTable, choice: np.ndarray) -> tuple[dict[str, st
     return dict(zip(ids, types)), dict(zip(ids, table.packed[rows, cols].tolist()))
 
 
-_FOUND: set[str] = set()
-
-
-def _installed(module: str) -> bool:
-    """Whether ``module`` can be imported; a found module is remembered (a missing one is looked up again)."""
-    if module in _FOUND:
-        return True
-    if importlib.util.find_spec(module) is None:
-        return False
-    _FOUND.add(module)
-    return True
-
-
 class Backend(ABC):
     """Base class of solver backends; see the module docstring."""
 
@@ -135,8 +122,8 @@ class Backend(ABC):
 
     @classmethod
     def missing_modules(cls) -> list[str]:
-        """Required modules that are not installed (checked without importing; found ones are remembered)."""
-        return [m for m in cls.requires if not _installed(m)]
+        """Required modules that are not installed (checked without importing)."""
+        return [m for m in cls.requires if importlib.util.find_spec(m) is None]
 
     @classmethod
     def available(cls) -> bool:

@@ -35,6 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--range", type=int, default=None, dest="R",
                    help="mck families: weights (GPU counts) drawn from [1, R] (default about 2 G / n; "
                    "Pisinger's hard classes use R = 1000 with G about n R / 4)")
+    p.add_argument("--cluster", choices=["sia", "gavel"], default=None,
+                   help="hetero: Sia's T4/A100/V100 cluster (default) or Gavel's K80/P100/V100, scaled to --gpus")
     p.add_argument("-o", "--output", required=True, help="instance file to write ('-' for stdout)")
     p.set_defaults(func=run)
     return p
@@ -54,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
         kw["options"] = args.options
     if args.R is not None:
         kw["R"] = args.R
+    if args.cluster is not None:
+        kw["cluster"] = args.cluster
     problem = generate_instance(args.family, args.jobs, args.gpus, args.seed,
                                 gpus_per_node=args.gpus_per_node, **kw)
     if args.output == "-":
