@@ -1,7 +1,8 @@
 """A validated request onto the allocation model (docs/integrations.md §"Onto the model").
 
 The request is mapped onto an instance document and built by the model's own
-loader (:func:`~elasticopt.models.problem_from_dict`): format 1 for a plain
+loader (:func:`~elasticopt.models.problem_from_dict`) -- caller values by the
+model's constructors, whose checks apply -- : format 1 for a plain
 one-pool request (so the service answers exactly what ``elasticopt solve``
 answers on the same instance), format 2 (docs/design.md §7) for node pools,
 typed throughput rows and caller values.  The service re-implements none of
@@ -34,7 +35,8 @@ from elasticopt.errors import ValidationError
 from elasticopt.models import FORMAT as FORMAT_1
 from elasticopt.models import OBJECTIVES, Problem, problem_from_dict
 from elasticopt.models.instance_v2 import FORMAT_2
-from elasticopt.models.problem import DEFAULT_TYPE
+from elasticopt.models import Cluster, Job, MeasuredThroughput, Running
+from elasticopt.models.problem import DEFAULT_TYPE, Pool
 from elasticopt.service.protocol import ServiceError, finite
 
 __all__ = ["Translation", "ValueJob", "PoolNodes", "translate", "VALUES"]
@@ -252,22 +254,58 @@ def translate(doc: dict[str, Any]) -> Translation:
                 out["running"]["type"] = run_pool
         inst_jobs.append(out)
         request_index.append(i)
-    inst: dict[str, Any] = {
-        "format": FORMAT_2 if general else FORMAT_1,
-        "cluster": cluster,
-        "objective": "value" if objective == VALUES else objective,
-        "allow_preemption": model_allow,
-        "jobs": inst_jobs,
-    }
-    if penalty:
-        inst["rescale_penalty"] = penalty
+    priority = None
     if "priority" in doc:
         skip = set(left_out)
-        inst["priority"] = [j for j in doc["priority"] if j not in skip]
+        priority = [j for j in doc["priority"] if j not in skip]
     try:
-        problem = problem_from_dict(inst, file="request")
+        if objective == VALUES:
+            problem = _values_problem(inst_jobs, cluster, model_allow, priority)
+        else:
+            inst: dict[str, Any] = {
+                "format": FORMAT_2 if general else FORMAT_1,
+                "cluster": cluster,
+                "objective": objective,
+                "allow_preemption": model_allow,
+                "jobs": inst_jobs,
+            }
+            if penalty:
+                inst["rescale_penalty"] = penalty
+            if priority is not None:
+                inst["priority"] = priority
+            problem = problem_from_dict(inst, file="request")
     except ValidationError as exc:  # InstanceError too: the model's checks, paths of the model's jobs
         path = re.sub(r"^jobs\[(\d+)\]", lambda m: f"jobs[{request_index[int(m.group(1))]}]", exc.path)
         raise ServiceError("invalid_request", f"{path}: expected {exc.expected}", path, exc.expected,
                            exc.found) from None
     return Translation(problem, pools, current, value_jobs, tuple(left_out))
+
+
+def _values_problem(jobs: list[dict[str, Any]], cluster_doc: dict[str, Any], allow: bool,
+                    priority: list[str] | None) -> Problem:
+    """Caller-value jobs through the model's constructors (whose checks apply): every field is explicit
+    and every row feasible by construction, so the loader's schema pass (the bulk of its time) is skipped."""
+    if "pools" in cluster_doc:
+        cluster = Cluster(pools={t: Pool(p["nodes"], p["gpus_per_node"]) for t, p in cluster_doc["pools"].items()})
+    else:
+        cluster = Cluster(cluster_doc["gpus"], cluster_doc["gpus_per_node"])
+    built = []
+    for jd in jobs:
+        points: dict[str, dict[tuple[int, int], float]] = {}
+        packed: dict[str, dict[tuple[int, int], float]] = {}
+        for row in jd["throughput"]:
+            (packed if len(row) == 5 else points).setdefault(row[0], {})[(row[1], row[2])] = row[3]
+        rows = jd["values"]
+        run = jd.get("running")
+        built.append(Job(
+            id=jd["id"],
+            throughput={t: MeasuredThroughput(points.get(t, {}), packed=packed.get(t, {}))
+                        for t in sorted(set(points) | set(packed))},
+            batch_min=min(r[2] for r in rows),
+            batch_max=max(r[2] for r in rows),
+            max_local=max(r[2] // r[1] for r in rows),
+            running=Running(run["gpus"], run["batch"], run.get("type")) if run else None,
+            values={tuple(r[:3]) + (("packed",) if len(r) == 5 else ()): float(r[3]) for r in rows},
+        ))
+    return Problem(cluster, tuple(built), objective="value", allow_preemption=allow,
+                   priority=tuple(priority) if priority is not None else None)
