@@ -44,3 +44,27 @@ def test_simulate_bad_seeds_is_a_clear_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "elasticopt", "simulate", str(wl), "--gpus", "4", "--seeds", "a,b"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "--seeds" in r.stderr and "Traceback" not in r.stderr
+
+
+def _small_workload(tmp_path):
+    wl = tmp_path / "wl.csv"
+    subprocess.run([sys.executable, "-m", "elasticopt", "simulate", "--generate", str(wl), "--gpus", "4",
+                    "--jobs", "3"], check=True, capture_output=True)
+    return wl
+
+
+def test_unknown_solver_is_an_error_even_for_a_policy_without_one(tmp_path):
+    # the policy "static" takes no solver: the option used to be dropped silently, exit 0
+    wl = _small_workload(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "elasticopt", "simulate", str(wl), "--gpus", "4", "--policy", "static",
+                        "--solver", "bogus"], capture_output=True, text=True)
+    assert r.returncode == 2 and "bogus" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_solver_options_reach_the_policy_and_bad_ones_fail_first(tmp_path):
+    wl = _small_workload(tmp_path)
+    base = [sys.executable, "-m", "elasticopt", "simulate", str(wl), "--gpus", "4", "--policy", "elastic"]
+    ok = subprocess.run(base + ["--solver", "dp:fixing=false"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run(base + ["--solver", "dp:no_such_option=1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "no_such_option" in bad.stderr and "Traceback" not in bad.stderr

@@ -35,7 +35,8 @@ def register(subparsers) -> None:
     p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
     p.add_argument("--policy", action="append", dest="policies", metavar="NAME",
                    help="policy name or module:Class; repeat to compare (default: elastic, fixed-batch, static)")
-    p.add_argument("--solver", default="dp", help="solver backend of elastic / fixed-batch (default dp)")
+    p.add_argument("--solver", default="dp",
+                   help="solver backend of the policies that solve (default dp); NAME:key=value,... sets its options")
     p.add_argument("--priority", default="arrival", choices=["arrival", "srpt"], help="tie-break order")
     p.add_argument("--rescale-penalty", type=float, default=None, help="λ of docs/design.md §2 (policy default if unset)")
     p.add_argument("--restart-cost-s", type=float, default=30.0, help="seconds lost at every start/rescale")
@@ -195,13 +196,19 @@ def run(args) -> int:
 
     from elasticopt._io import atomic_write_text
     from elasticopt.scheduling import get_policy, simulate
+    from elasticopt.solvers import get_backend
+    from elasticopt.solvers.options import parse_solver_arg
     from elasticopt.scheduling.records import write_jobs_csv, write_summary_json, write_timeline_csv
 
     jobs = load_any(Path(args.workload))
     if not jobs:
         raise ValidationError(str(args.workload), "at least one job", 0)
     seeds = _seeds(args)
-    options = {"solver": args.solver, "priority": args.priority}
+    solver, solver_options = parse_solver_arg(args.solver)
+    get_backend(solver).check_options(solver_options)  # a bad solver or option fails even for policies without one
+    options: dict = {"solver": solver, "priority": args.priority}
+    if solver_options:
+        options["solver_options"] = solver_options
     if args.rescale_penalty is not None:
         options["rescale_penalty"] = args.rescale_penalty
     names = args.policies or ["elastic", "fixed-batch", "static"]
