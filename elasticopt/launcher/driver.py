@@ -77,7 +77,7 @@ class LaunchConfig:
     backend: str = "torchrun"  # what runs a generation: a key of EXECUTORS
     restart_cost_s: float | None = None  # None: DEFAULT_RESTART_COST_S of the backend
     tick_s: float | None = 30.0
-    poll_s: float = 0.2
+    poll_s: float = 0.05  # the loop's period: a generation's end is seen within it
     write_every_s: float = 5.0
     stop_timeout_s: float = 120.0
     max_restarts: int = 3

@@ -131,6 +131,7 @@ class RayGeneration:
     """
 
     PLACEMENT_TIMEOUT_S = 120.0
+    STAGE_WAIT_S = 0.02  # how long one poll waits for a start-up stage (placement, rendezvous)
     RESERVE_WAIT_S = 2.0  # then the placement group is asked for anyway (Ray places it once the devices are free)
 
     def __init__(self, backend: RayBackend, spec: GenerationSpec, payload: Mapping[str, Any], workers: list[Any]):
@@ -178,7 +179,7 @@ class RayGeneration:
             return True
         return all(free.get(n, {}).get(resource, 0.0) >= k for n, k in need.items())
 
-    def _advance(self) -> None:
+    def _advance(self, wait_s: float) -> None:
         ray = self._ray
         if self._stage == "reserving":
             if self._resources_free() or time.time() - self.started_at > self.RESERVE_WAIT_S:
@@ -187,7 +188,7 @@ class RayGeneration:
                 self._waiting = [self.pg.ready()]
                 self._stage = "placing"
             return
-        done, _ = ray.wait(self._waiting, num_returns=len(self._waiting), timeout=0)
+        done, _ = ray.wait(self._waiting, num_returns=len(self._waiting), timeout=wait_s)
         if len(done) < len(self._waiting):
             if self._stage == "placing" and time.time() - self.started_at > self.PLACEMENT_TIMEOUT_S:
                 self._end(1, f"placement group not placed in {self.PLACEMENT_TIMEOUT_S:.0f} s (nodes {self.nodes})")
@@ -230,7 +231,13 @@ class RayGeneration:
         if self._rc is not None:
             return self._rc
         if self._stage != "running":
-            self._advance()
+            # placement, rendezvous, dispatch: each stage waits briefly for the one before, so a
+            # generation starts within one poll of the launcher instead of one stage per poll
+            for _ in range(4):
+                stage = self._stage
+                self._advance(self.STAGE_WAIT_S)
+                if self._stage in (stage, "running") or self._rc is not None:
+                    break
             return self._rc
         ray = self._ray
         done, pending = ray.wait(self._refs, num_returns=len(self._refs), timeout=0)
