@@ -34,6 +34,10 @@ class GenerationHandle(Protocol):
     def wait(self, timeout_s: float) -> int | None:
         """Poll until it ends or ``timeout_s`` passes."""
 
+    # True when it ended before the job ran through no fault of the job (a node left the cluster
+    # during placement): the job is placed again instead of failing (optional attribute)
+    infrastructure_failure: bool
+
     def journal_fields(self) -> dict[str, Any]:
         """What the journal keeps so that a restarted launcher may find the generation again."""
 

@@ -320,7 +320,12 @@ class GenerationExecutor(Executor):
         clean = state is not None and state.final
         reached = max(a.samples_done, float(torn_checkpoint_samples(job.job_dir)))
         lost = 0 if clean else int(max(0.0, reached - ckpt))
-        reason = state.value if clean else ("stop-killed" if job.stop_requested_at is not None else "crashed")
+        if clean:
+            reason = state.value
+        elif job.stop_requested_at is not None:
+            reason = "stop-killed"
+        else:  # "unplaced": ended before the job ran, by the cluster (a node left), not by the job
+            reason = "unplaced" if getattr(handle, "infrastructure_failure", False) else "crashed"
         job.handle = None
         job.terminal_seen_at = None
         handle.kill()  # no straggler of this generation may keep its devices
@@ -353,6 +358,9 @@ class GenerationExecutor(Executor):
                 return
             log.warning("job %s generation %d crashed (code %s): restarting from %d samples, %d lost; log: %s",
                         job.spec.id, job.generation, rc, ckpt, lost, handle.log_path)
+        elif reason == "unplaced":
+            log.warning("job %s generation %d could not start (%s): placing it again",
+                        job.spec.id, job.generation, handle.log_path)
         if job.pending is None and stop_mode is not StopMode.PREEMPT and job.gpus > 0:
             self._queue_launch(job, job.gpus, job.batch)  # restart where it was (crash, or a stop nobody asked for)
         if job.pending is not None:

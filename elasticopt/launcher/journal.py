@@ -11,6 +11,7 @@ it, in ``<out>/journal.jsonl``.  Events::
     {"event": "generation_end", "job_id", "generation", "rc", "reason",
      "samples_done", "checkpoint_samples", "lost_samples", "time"}
         # reason: stopped | completed | crashed | stop-killed | orphaned (died with the launcher)
+        #         | unplaced (a node left before it started)
     {"event": "rescale_downtime", "job_id", "generation", "downtime_s"}
     {"event": "throughput", "job_id", "gpus", "batch", "samples_per_s"}
     {"event": "completed", "job_id", "time", "samples_done"}

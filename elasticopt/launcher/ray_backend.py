@@ -150,6 +150,8 @@ class RayGeneration:
         self._refs: list[Any] = []
         self._rc: int | None = None
         self._ray = ray
+        self._next_node_check = 2.0  # seconds after the start: look for nodes that left
+        self.infrastructure_failure = False  # ended before the job ran, by the cluster (see GenerationHandle)
 
     def journal_fields(self) -> dict[str, Any]:
         """When it started and where (a restarted launcher cannot adopt actors: they die with their driver)."""
@@ -190,8 +192,15 @@ class RayGeneration:
             return
         done, _ = ray.wait(self._waiting, num_returns=len(self._waiting), timeout=wait_s)
         if len(done) < len(self._waiting):
-            if self._stage == "placing" and time.time() - self.started_at > self.PLACEMENT_TIMEOUT_S:
-                self._end(1, f"placement group not placed in {self.PLACEMENT_TIMEOUT_S:.0f} s (nodes {self.nodes})")
+            waited = time.time() - self.started_at
+            if waited > self.PLACEMENT_TIMEOUT_S:
+                self._end(1, f"{self._stage} not done in {self.PLACEMENT_TIMEOUT_S:.0f} s (nodes {self.nodes})")
+            elif waited > self._next_node_check:  # a node named by the group may have left meanwhile
+                self._next_node_check = waited + 1.0
+                gone = self.backend.retire_dead_nodes(self.nodes)
+                if gone:
+                    self.infrastructure_failure = True
+                    self._end(-9, f"node(s) {sorted(gone)} left the cluster before the generation started")
             return
         if self._stage == "placing":
             self._stage = "rendezvous"
@@ -204,6 +213,8 @@ class RayGeneration:
         try:
             master, *gpus = ray.get(self._waiting)
         except ray.exceptions.RayError as exc:
+            self.infrastructure_failure = True  # a worker died before the job ran: not the job's fault
+            self.backend.retire_dead_nodes(self.nodes)
             self._end(1, f"rendezvous failed: {exc}")
             return
         p = self.payload
@@ -346,19 +357,27 @@ class RayBackend:
         """Nothing to adopt: a generation's actors died with the launcher that owned them."""
         return None
 
+    def retire_dead_nodes(self, nodes: list[str]) -> set[str]:
+        """Those of ``nodes`` Ray no longer shows alive: retired from the pool, their warm workers dropped."""
+        alive = {n["NodeID"] for n in _ray().nodes() if n.get("Alive")}
+        gone = set(nodes) - alive
+        for node in gone - self.pool.retired:
+            log.warning("Ray node %s left the cluster: its devices are retired", node)
+            self.pool.retire(node)
+            self.idle.pop(node, None)
+        return gone
+
     def lost(self, worker: Any) -> None:
         """A worker died or was killed: forget it; a node that left the cluster is retired."""
         gen = self.busy.pop(worker, None)
         self.last_job.pop(worker, None)
         if gen is not None and worker in gen.workers:
             node = gen.nodes[gen.workers.index(worker)]
-            alive = {n["NodeID"] for n in _ray().nodes() if n.get("Alive")}
-            if node not in alive:
-                log.warning("Ray node %s left the cluster: its devices are retired", node)
-                self.pool.retire(node)
-                self.idle.pop(node, None)
-            else:  # replace it, so that the node keeps one warm worker per device
-                self.idle.setdefault(node, []).append(self._new_worker(node))
+            # Ray may not know yet that the node left (its health check takes seconds): then the
+            # replacement waits for a node that never comes back, and the next generation placed
+            # there finds the node gone (retire_dead_nodes) and is placed again elsewhere
+            if not self.retire_dead_nodes([node]):
+                self.idle.setdefault(node, []).append(self._new_worker(node))  # one warm worker per device
 
     def release(self, gen: RayGeneration) -> None:
         """The generation ended: its placement group goes, its living workers wait warm for the next."""
