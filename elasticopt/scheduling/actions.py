@@ -9,6 +9,7 @@ from typing import Literal
 
 __all__ = ["Action", "plan_actions", "pays_back"]
 
+#: A job's allocation: (GPUs k, global batch b); None where a job holds nothing.
 Option = tuple[int, int]
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from elasticopt.errors import ValidationError
 from elasticopt.models import Cluster
-from elasticopt.scheduling.actions import Action, plan_actions
+from elasticopt.scheduling.actions import Action, Option, plan_actions
 from elasticopt.scheduling.adoption import adopted_track, check_finished, finished_track
 from elasticopt.scheduling.executor import Executor, JobSpec, Phase
 from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis
@@ -36,7 +36,6 @@ from elasticopt.scheduling.tracking import JobHistory, JobTrack
 __all__ = ["Autoscaler", "Decision", "JobHistory", "check_allocation"]
 
 log = logging.getLogger(__name__)
-Option = tuple[int, int]
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elasticopt.models import Cluster, Job, Running
+from elasticopt.scheduling.actions import Option
 from elasticopt.scheduling.executor import JobSpec, Phase
 
 __all__ = [
@@ -30,7 +31,6 @@ __all__ = [
     "to_model_job",
 ]
 
-Option = tuple[int, int]
 #: How a job's work is counted: samples processed, or effective samples (samples x E(b)).
 PROGRESS_UNITS = ("samples", "goodput")
 

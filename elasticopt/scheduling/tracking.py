@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from elasticopt.scheduling.actions import Option
 from elasticopt.scheduling.executor import JobSpec
 
 __all__ = ["JobHistory", "JobTrack", "track_from_history"]
 
-Option = tuple[int, int]
 
 
 @dataclass(frozen=True)
