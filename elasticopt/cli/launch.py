@@ -46,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     dev.add_argument("--cpu-slots", type=int, default=None,
                      help="use N CPU slots (one core per worker) instead of GPUs (ray: N CPUs of the cluster)")
     p.add_argument("--policy", default="elastic", help="scheduling policy (default elastic)")
-    p.add_argument("--solver", default="dp", help="solver of the elastic policy (default dp)")
+    p.add_argument("--solver", default="dp",
+                   help="solver of the policy (default dp); NAME:key=value,... sets its options")
     p.add_argument("--out", default="elasticopt-launch", help="run directory (default ./elasticopt-launch)")
     p.add_argument("--restart-cost-s", type=float, default=None,
                    help="seconds a start or rescale is charged by the autoscaler (default: 10 with torchrun, "
@@ -86,9 +87,14 @@ def run(args: argparse.Namespace) -> int:
     from elasticopt.errors import ValidationError
     from elasticopt.launcher.devices import DevicePool
     from elasticopt.launcher.jobsfile import load_jobs
+    from elasticopt.solvers import get_backend
+    from elasticopt.solvers.options import parse_solver_arg
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     specs = load_jobs(args.jobs_file)
+    solver, solver_options = parse_solver_arg(args.solver)
+    get_backend(solver).check_options(solver_options)  # a bad solver or option fails before any device is taken
+    args.solver, args.solver_options = solver, solver_options
     if args.address and args.backend != "ray":
         raise ValidationError("--address", "--backend ray (torchrun runs on this machine)", args.address)
     pool = _ray_pool(args) if args.backend == "ray" else DevicePool.detect(gpus=args.gpus, cpu_slots_n=args.cpu_slots)
@@ -119,7 +125,7 @@ def _launch(args: argparse.Namespace, specs, pool) -> int:
     from elasticopt.launcher.driver import LaunchConfig, launch  # noqa: PLC0415
 
     config = LaunchConfig(
-        policy=args.policy, solver=args.solver, backend=args.backend, restart_cost_s=args.restart_cost_s,
+        policy=args.policy, solver=args.solver, solver_options=args.solver_options, backend=args.backend, restart_cost_s=args.restart_cost_s,
         tick_s=args.tick_s or None, stop_timeout_s=args.stop_timeout_s, max_restarts=args.max_restarts,
         payback=not args.no_payback,
     )  # fmt: skip

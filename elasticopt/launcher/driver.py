@@ -19,8 +19,8 @@ import logging
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from elasticopt.scheduling.metrics import compute_metrics
 from elasticopt.scheduling.policies import get_policy
 from elasticopt.scheduling.records import JobRecord, write_jobs_csv, write_summary_json, write_timeline_csv
 from elasticopt.scheduling.workload import save_workload
+from elasticopt.solvers import get_backend
 
 __all__ = ["LaunchConfig", "LaunchResult", "launch", "job_rows", "adopt_recovered", "EXECUTORS", "DEFAULT_RESTART_COST_S",
            "make_executor"]
@@ -74,6 +75,7 @@ class LaunchConfig:
 
     policy: str = "elastic"
     solver: str = "dp"
+    solver_options: Mapping[str, Any] = field(default_factory=dict)  # backend options, e.g. {"fixing": False}
     backend: str = "torchrun"  # what runs a generation: a key of EXECUTORS
     restart_cost_s: float | None = None  # None: DEFAULT_RESTART_COST_S of the backend
     tick_s: float | None = 30.0
@@ -217,7 +219,9 @@ def launch(
                   out / "workload.json", meta={"from": "elasticopt launch"})  # fmt: skip
     executor = make_executor(config.backend, out, pool, stop_timeout_s=config.stop_timeout_s,
                              max_restarts=config.max_restarts)  # fmt: skip
-    policy = get_policy(config.policy, solver=config.solver, payback=config.payback)
+    get_backend(config.solver).check_options(dict(config.solver_options))  # before any job starts
+    extra = {"solver_options": dict(config.solver_options)} if config.solver_options else {}
+    policy = get_policy(config.policy, solver=config.solver, payback=config.payback, **extra)
     cluster = Cluster(pool.size, gpus_per_node=pool.gpus_per_node)
     scaler = Autoscaler(executor, cluster, policy, restart_cost_s=config.restart_cost_s, payback=config.payback)
     by_id = {s.id: s for s in specs}

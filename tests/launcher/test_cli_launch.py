@@ -160,3 +160,23 @@ def test_launcher_imports_without_torch():
             "elasticopt.launcher.examples.fake_job; assert 'torch' not in sys.modules, 'torch imported'")  # fmt: skip
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
     assert Path(FAKE).exists()
+
+
+@pytest.mark.parametrize("solver, word", [("bogus", "bogus"), ("dp:no_such_option=1", "no_such_option")])
+def test_bad_solver_fails_before_any_job_starts(tmp_path, solver, word):
+    f = write(tmp_path / "jobs.json", [job("a", 1000)])
+    out = tmp_path / "run"
+    res = subprocess.run(cli(str(f), "--cpu-slots", "1", "--out", str(out), "--policy", "static", "--solver", solver),
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 2 and word in res.stderr and "Traceback" not in res.stderr
+    assert not (out / "jobs.csv").exists()
+
+
+def test_solver_options_reach_the_policy(tmp_path):
+    f = write(tmp_path / "jobs.json", [job("a", 2000)])
+    out = tmp_path / "run"
+    res = subprocess.run(cli(str(f), "--cpu-slots", "2", "--out", str(out), "--tick-s", "1",
+                             "--solver", "dp:fixing=false"), capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["solver_options"] == {"fixing": False} and summary["metrics"]["completed"] == 1
