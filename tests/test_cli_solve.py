@@ -56,3 +56,19 @@ def test_help_is_useful():
     assert r.returncode == 0 and "solve" in r.stdout and "examples" in r.stdout
     r = run_cli("solve", "--help")
     assert r.returncode == 0 and "--solver" in r.stdout and "Exit codes" in r.stdout
+
+
+def test_long_allocation_is_plain_aligned_text(capsys, monkeypatch):
+    """Past RICH_MAX_ROWS jobs the allocation is plain text: same title, columns and cells, aligned."""
+    from elasticopt.cli import solve as solve_cli
+
+    monkeypatch.setattr(solve_cli, "RICH_MAX_ROWS", 1)
+    assert main(["solve", "instances/tiny.json"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "allocation (dp)"
+    assert lines[1].split() == ["job", "state", "current", "GPUs", "batch", "samples/s", "value"]
+    rows = {ln.split()[0]: ln.split() for ln in lines[2:4]}
+    assert sorted(rows) == ["a", "b"]
+    assert [r[3:5] for r in rows.values()] == [["2", "64"], ["2", "64"]]  # the allocation --json reports
+    assert len({len(ln) for ln in lines[1:4]}) == 1  # right-aligned numbers: every line as long as the header
+    assert "OPTIMAL" in "\n".join(lines[4:])  # the summary table still follows
