@@ -49,6 +49,7 @@ import math
 import os
 import shlex
 import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -193,16 +194,22 @@ def fairness_utility(speedup, p):
 
 
 def speedups_at(fn, nodes, replicas):
-    """``[fn(nodes[i], replicas[i])]``: one vectorised call where ``fn`` is numpy-vectorised (Pollux's
-    SpeedupFunction is: it returns an array for lists), else one call per point."""
-    try:
-        out = fn(list(nodes), list(replicas))
-        if hasattr(out, "shape") and len(out) == len(nodes):
-            return [float(x) for x in out]
-    except Exception:  # not vectorised: the per-point calls below raise the host's real errors
-        pass
-    return [float(fn(n, k)) for n, k in zip(nodes, replicas)]
+    """``[fn(nodes[i], replicas[i])]``: one vectorised call where ``fn`` takes arrays, else one call per point.
 
+    The hosts' ``SpeedupFunction`` (AdaptDL's ``simulator/speedup.py``, Sia's copy) is numpy-vectorised but
+    asserts on array comparisons (``num_nodes > 0``), so lists would fail: the points go in as arrays of the
+    host's own numpy, which the host has already imported (this file never imports it).  Without numpy, or
+    where the vectorised call fails, one call per point with plain ints (the hosts accept scalars).
+    """
+    np = sys.modules.get("numpy")
+    if np is not None and len(nodes) > 0:
+        try:
+            out = fn(np.asarray(nodes, dtype=np.int64), np.asarray(replicas, dtype=np.int64))
+            if getattr(out, "shape", None) == (len(nodes),):
+                return [float(x) for x in out]
+        except Exception:  # not vectorised: the per-point calls below raise the host's real errors
+            pass
+    return [float(fn(int(n), int(k))) for n, k in zip(nodes, replicas)]
 
 def idle_utility(lo, hi, n_jobs):
     """A finite utility of "no GPUs" below every trade of one running job for others.

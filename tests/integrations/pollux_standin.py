@@ -20,15 +20,20 @@ GPU = "nvidia.com/gpu"
 
 
 class NodeInfo:
-    def __init__(self, resources, preemptible=False):
+    """``simulator/utils.py``: ``NodeInfo(resources, preemptible)``, both required."""
+
+    def __init__(self, resources, preemptible):
         self.resources = resources
         self.preemptible = preemptible
 
 
 class SpeedupFunction:
-    """Goodput-style speedup, numpy-vectorised like AdaptDL's SpeedupFunction (arrays or lists in, an
-    array out; 0 for 0 replicas): compute scales with replicas, synchronisation grows with replicas
-    and nodes.  ``calls`` counts the calls."""
+    """Goodput-style speedup with the calling contract of AdaptDL's ``simulator/speedup.py``: numpy
+    scalars or arrays in (its asserts ``0 <= num_nodes <= num_replicas`` and ``(num_nodes > 0) ==
+    (num_replicas > 0)`` fail on plain lists, as the real one's do), a Python float out for scalar
+    input, an array of the broadcast shape otherwise; 0 for 0 replicas, 1 for one replica on one node.
+    Compute scales with replicas, synchronisation grows with replicas and nodes.  ``calls`` counts the
+    calls."""
 
     def __init__(self, alpha: float, beta_node: float):
         self.alpha, self.beta_node = alpha, beta_node
@@ -40,14 +45,21 @@ class SpeedupFunction:
 
     def __call__(self, num_nodes, num_replicas):
         self.calls += 1
+        assert np.all(np.less_equal(0, num_nodes))
+        assert np.all(np.less_equal(num_nodes, num_replicas))
+        assert np.all((num_nodes > 0) == (num_replicas > 0))
+        output_scalar = np.isscalar(num_nodes) and np.isscalar(num_replicas)
         nodes = np.asarray(num_nodes, dtype=float)
         replicas = np.asarray(num_replicas, dtype=float)
-        return self._rate(nodes, replicas) / self._rate(np.float64(1), np.float64(1))
+        speedup = self._rate(nodes, replicas) / self._rate(np.float64(1), np.float64(1))
+        return speedup.item() if output_scalar else speedup
 
 
 class JobInfo:
     def __init__(self, resources, speedup_fn, creation_timestamp, attained_service, min_replicas, max_replicas,
                  preemptible=True):
+        assert max_replicas > 0  # as simulator/utils.py's JobInfo
+        assert max_replicas >= min_replicas
         self.resources = resources
         self.speedup_fn = speedup_fn
         self.creation_timestamp = creation_timestamp
@@ -96,7 +108,7 @@ class Cluster:
     decisions: int = 0
 
     def node_infos(self):
-        return {i: NodeInfo({GPU: self.gpus_per_node, "cpu": 32}, preemptible=False) for i in range(self.num_nodes)}
+        return {i: NodeInfo({GPU: self.gpus_per_node}, preemptible=False) for i in range(self.num_nodes)}
 
     def job_infos(self):
         out = {}

@@ -31,7 +31,7 @@ def test_simulation_runs_to_completion_with_accepted_allocations(client):
 
 def test_http_transport_gives_the_same_decisions(http_server, client):
     infos = {f"j{i}": _info(i, age=100.0 * (i + 1)) for i in range(5)}
-    nodes = {i: NodeInfo({GPU: 4}) for i in range(2)}
+    nodes = {i: NodeInfo({GPU: 4}, preemptible=False) for i in range(2)}
     a_stdio, _ = PolluxPolicy(client=client).optimize(infos, nodes, {}, nodes[0])
     a_http, _ = PolluxPolicy(url=http_server).optimize(infos, nodes, {}, nodes[0])
     assert {k: len(v) for k, v in a_stdio.items()} == {k: len(v) for k, v in a_http.items()}
@@ -64,7 +64,7 @@ def _pollux_value(infos, counts, prev, per_node, p, delta):
 @pytest.mark.parametrize("p", [-1.0, 0.0, 0.5])
 @pytest.mark.parametrize("seed", range(4))
 def test_decision_is_the_exact_optimum_of_pollux_objective(client, p, seed):
-    nodes = {i: NodeInfo({GPU: 2}) for i in range(2)}
+    nodes = {i: NodeInfo({GPU: 2}, preemptible=False) for i in range(2)}
     n = 3 + seed % 3
     infos = {f"j{i}": _info(i + seed, age=50.0 + 40 * i, restarts=i % 2, max_replicas=3) for i in range(n)}
     prev = {"j0": [0, 0]} if seed % 2 else {"j1": [1]}
@@ -86,21 +86,21 @@ def test_decision_is_the_exact_optimum_of_pollux_objective(client, p, seed):
 
 
 def test_the_host_speedup_function_is_called_once_per_job_when_vectorised(client):
-    nodes = {i: NodeInfo({GPU: 8}) for i in range(4)}
+    nodes = {i: NodeInfo({GPU: 8}, preemptible=False) for i in range(4)}
     infos = {f"j{i}": _info(i, age=100.0, max_replicas=16) for i in range(6)}
     PolluxPolicy(client=client).optimize(infos, nodes, {}, nodes[0])
     assert [info.speedup_fn.calls for info in infos.values()] == [1] * 6
 
 
 def test_young_job_with_restarts_keeps_its_replicas(client):
-    nodes = {i: NodeInfo({GPU: 4}) for i in range(2)}
+    nodes = {i: NodeInfo({GPU: 4}, preemptible=False) for i in range(2)}
     infos = {"old": _info(0, age=10.0, restarts=1, max_replicas=8)}  # factor (10 - 30) / 40 < 0
     alloc, _ = PolluxPolicy(client=client).optimize(infos, nodes, {"old": [1]}, nodes[0])
     assert alloc["old"] == [1]  # unchanged: no restart, same node
 
 
 def test_non_preemptible_running_job_is_never_preempted(client):
-    nodes = {0: NodeInfo({GPU: 2})}
+    nodes = {0: NodeInfo({GPU: 2}, preemptible=False)}
     infos = {f"j{i}": _info(i, age=1000.0 * (3 - i), max_replicas=2) for i in range(3)}
     infos["j2"].preemptible = False
     alloc, _ = PolluxPolicy(client=client).optimize(infos, nodes, {"j2": [0, 0]}, nodes[0])
@@ -109,7 +109,7 @@ def test_non_preemptible_running_job_is_never_preempted(client):
 
 
 def test_more_jobs_than_gpus_runs_as_many_as_fit_oldest_first_on_ties(client):
-    nodes = {0: NodeInfo({GPU: 2})}
+    nodes = {0: NodeInfo({GPU: 2}, preemptible=False)}
     same = SpeedupFunction(0.1, 0.3)
     infos = {}
     for i in range(4):
@@ -120,7 +120,7 @@ def test_more_jobs_than_gpus_runs_as_many_as_fit_oldest_first_on_ties(client):
 
 
 def test_unequal_nodes_are_refused_with_a_clear_error(client):
-    nodes = {0: NodeInfo({GPU: 2}), 1: NodeInfo({GPU: 4})}
+    nodes = {0: NodeInfo({GPU: 2}, preemptible=False), 1: NodeInfo({GPU: 4}, preemptible=False)}
     with pytest.raises(Exception, match="different GPU counts"):
         PolluxPolicy(client=client).optimize({"a": _info(0, 10.0)}, nodes, {}, nodes[0])
     assert math.isfinite(fairness_utility(2.0, -1.0))
