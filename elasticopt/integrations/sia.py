@@ -1,40 +1,46 @@
-"""SiaPolicy: elasticopt as the allocation policy of a Sia-style simulator (GPU types per node).
+"""SiaPolicy: elasticopt as the allocation policy of Sia's simulator (SOSP'23 artifact).
 
 Drop-in
 -------
-Copy this one file next to the simulator's policies (it needs only the
-standard library of Python >= 3.8), start ``elasticopt serve`` where
-elasticopt is installed, and use it where the simulator builds its policy::
+Copy this one file next to the simulator's ``sia.py`` (siasosp23/artifacts,
+folder ``sia-simulator/``; it needs only the standard library of Python >=
+3.8), start ``elasticopt serve`` where elasticopt is installed, and use it
+where the simulator builds its ``SiaPolicy``::
 
     from elasticopt_sia import SiaPolicy                 # this file
     policy = SiaPolicy(command=["/opt/eo/bin/elasticopt", "serve", "--stdio"])
-    allocations, desired_nodes = policy.optimize(job_infos, node_infos, prev_allocs)
+    allocations = policy.optimize(job_infos, node_infos, prev_allocations)
 
-The interface is Pollux's with GPU types: ``node_infos[key].resources``
-{"nvidia.com/gpu": n} plus the node's GPU type (``node_info.gpu_type``, else
-the node key's prefix before its last ``-``, as in ``"t4-3"``; or pass
-``gpu_type_of(key, info)``), and a job's ``speedup_fn`` either a dict
-``{gpu_type: fn(num_nodes, num_replicas)}`` or one function
-``fn(gpu_type, num_nodes, num_replicas)``.  Allocations are
-``{job_key: [node key per replica]}``, all replicas of a job on one type.
+Sia's shapes (``cluster.py``): ``node_infos`` is ``{cluster: {node_idx:
+NodeInfo}}``, one cluster per GPU type, ``NodeInfo.resources``
+{"nvidia.com/gpu": n}; a job's ``speedup_fn``, ``min_replicas`` and
+``max_replicas`` are dicts by cluster (a speedup function may be None: the
+job was not profiled there yet, and gets one replica); allocations (and
+``prev_allocations``) are ``{job: (cluster, [node_idx per replica])}``, or
+``(None, ())`` for a job without GPUs, and every job gets an entry.  Sia's
+simulator calls ``policy.populate_valid_configs(...)`` once; this policy
+accepts and ignores it (it reads the nodes on every call).
 
 Objective
 ---------
-Sia's shape, solved exactly as a separable sum: the job's utility on type t
-with k replicas is ``-(s)^p`` (p < 0; ``log s`` for p = 0, ``s^p`` for
-0 < p <= 1) with ``s`` = its speedup on that type at the tightest layout,
-times the re-allocation factor ``(T - R delta) / (T + delta)`` when a running
-job changes type or replica count; the number of running jobs is maximised
-first (idle has speedup 0), oldest first on ties.  Speedups of different
-types must be on one scale (e.g. relative to one GPU of the slowest type).
+Sia's shape, solved exactly as a separable sum: the job's utility on
+cluster c with k replicas is ``-(s)^p`` (p < 0; ``log s`` for p = 0,
+``s^p`` for 0 < p <= 1) with ``s`` = its speedup there at the tightest
+layout, times Sia's re-allocation factor ``max(T - R delta, 0) / (T +
+delta)`` (1 while the job is younger than delta) when a running job changes
+cluster or replica count; the number of running jobs is maximised first
+(idle has speedup 0), oldest first on ties.  Speedups of different clusters
+are put on one scale with the job's ``cluster_throughputs`` (Sia's
+one-replica throughput per cluster) when the job has them, else taken as
+they are.
 
 What it cannot express
 ----------------------
-- nodes of one type with different GPU counts; cluster autoscaling
-  (``desired_nodes`` is the current count); non-GPU resources;
-- spread-out layouts: every option is offered packed (on the fewest nodes,
-  where its speedup was priced), so a job never runs spread, even where a
-  spread layout would let one more job run.
+- nodes of one cluster with different GPU counts; rigid jobs' fixed GPU
+  counts beyond ``min_replicas`` = ``max_replicas``; non-GPU resources;
+- Sia's own config list (1, 2, 4, 8, then whole nodes): every count from
+  min to max replicas is offered, packed on the fewest nodes (where its
+  speedup was priced), so a job never runs spread.
 """
 
 import json
@@ -53,93 +59,110 @@ GPU = "nvidia.com/gpu"
 
 
 
-def default_gpu_type(key, info):
-    """The node's GPU type: ``info.gpu_type`` if set, else the key's prefix before its last "-"."""
-    gpu_type = getattr(info, "gpu_type", None)
-    if gpu_type:
-        return str(gpu_type)
-    return str(key).rsplit("-", 1)[0]
+def _per_cluster(value, cluster, default):
+    """Sia keeps replica bounds and speedup functions per cluster (dicts); a plain value holds for all."""
+    if isinstance(value, dict):
+        return value.get(cluster, default)
+    return default if value is None else value
 
 
-def _speedups(info, gpu_type, nodes, replicas):
-    fn = info.speedup_fn
-    if isinstance(fn, dict):
-        return speedups_at(fn[gpu_type], nodes, replicas) if gpu_type in fn else [0.0] * len(nodes)
-    return [float(fn(gpu_type, n, k)) for n, k in zip(nodes, replicas)]
+def _scales(info, clusters):
+    """Factor per cluster putting the job's speedups on one scale: Sia's one-replica throughput per cluster
+    (``job_info.cluster_throughputs``) over the slowest one's; 1 where the job has none."""
+    tputs = getattr(info, "cluster_throughputs", None)
+    if not isinstance(tputs, dict):
+        return dict((c, 1.0) for c in clusters)
+    known = [float(tputs[c]) for c in clusters if c in tputs and float(tputs[c]) > 0]
+    base = min(known) if known else 1.0
+    return dict((c, float(tputs[c]) / base if c in tputs and float(tputs[c]) > 0 else 1.0) for c in clusters)
 
 
 class SiaPolicy(object):
-    """Sia-style policy interface (GPU types per node), answered by ``elasticopt serve``.
+    """Sia's policy interface, answered by ``elasticopt serve``.
 
     Parameters
     ----------
     p_fairness
-        Exponent p of the power mean of speedups.
+        Exponent p of the power mean of speedups (Sia: -0.5).
     restart_penalty
-        Re-allocation delay delta in seconds.
-    gpu_type_of
-        ``(node_key, node_info) -> type`` (default :func:`default_gpu_type`).
+        Re-allocation delay delta in seconds (Sia: 30 by default).
     solver, time_limit_s
         elasticopt backend and per-call limit.
     url, command, client
         Where the service is: see :class:`ElasticoptClient` (or pass one).
     """
 
-    def __init__(self, p_fairness=-0.5, restart_penalty=30.0, gpu_type_of=default_gpu_type, solver="dp",
-                 time_limit_s=None, url=None, command=None, client=None):
+    def __init__(self, p_fairness=-0.5, restart_penalty=30.0, solver="dp", time_limit_s=None,
+                 url=None, command=None, client=None):
         if p_fairness > 1:
             raise ValueError("p_fairness must be <= 1, got %r" % (p_fairness,))
         self.p_fairness = float(p_fairness)
         self.restart_penalty = float(restart_penalty)
-        self.gpu_type_of = gpu_type_of
         self.solver = solver
         self.time_limit_s = time_limit_s
         self.client = client or ElasticoptClient(url=url, command=command)
         self.last_response = None
 
-    def _pools(self, node_infos):
-        """Pools in order of first appearance: {type: [node keys]}, {type: GPUs per node}."""
-        pools, sizes = {}, {}
-        for key, info in node_infos.items():
-            t = self.gpu_type_of(key, info)
-            pools.setdefault(t, []).append(key)
-            sizes.setdefault(t, set()).add(int(info.resources.get(GPU, 0)))
-        for t, s in sizes.items():
-            if len(s) > 1:
-                raise ElasticoptError("nodes of type %r have different GPU counts %s" % (t, sorted(s)))
-        return pools, dict((t, s.pop()) for t, s in sizes.items())
+    def populate_valid_configs(self, cluster_num_nodes, cluster_num_gpus, cluster_max_physical_nnodes=None):
+        """Sia's set-up call: nothing to do (the nodes are read from ``node_infos`` on every call)."""
 
-    def build_request(self, job_infos, node_infos, prev_allocs):
-        """The elasticopt request of one ``optimize`` call, and the node key of every global node index."""
-        pools, per_node = self._pools(node_infos)
-        node_keys = [k for t in pools for k in pools[t]]
-        index = dict((k, i) for i, k in enumerate(node_keys))
-        type_of = dict((k, t) for t in pools for k in pools[t])
-        p, delta = self.p_fairness, self.restart_penalty
+    def _pools(self, node_infos):
+        """Clusters in order, their node keys, GPUs per node."""
+        keys, sizes = {}, {}
+        for cluster, nodes in node_infos.items():
+            keys[cluster] = list(nodes)
+            s = set(int(info.resources.get(GPU, 0)) for info in nodes.values())
+            if len(s) > 1:
+                raise ElasticoptError("nodes of cluster %r have different GPU counts %s" % (cluster, sorted(s)))
+            sizes[cluster] = s.pop() if s else 0
+        return keys, sizes
+
+    def _factor(self, info):
+        age = float(getattr(info, "age", 0) or 0)
+        if age < self.restart_penalty:
+            return 1.0  # Sia: a job younger than one restart is not penalised
+        restarts = int(getattr(info, "num_restarts", 0) or 0)
+        return max(age - restarts * self.restart_penalty, 0.0) / (age + self.restart_penalty)
+
+    def build_request(self, job_infos, node_infos, prev_allocations):
+        """The elasticopt request of one ``optimize`` call, and ``(cluster, node key)`` of every global node index."""
+        keys, per_node = self._pools(node_infos)
+        node_keys = [(c, k) for c in keys for k in keys[c]]
+        index = dict((nk, i) for i, nk in enumerate(node_keys))
+        p = self.p_fairness
         jobs, lo, hi = [], None, None
         order = sorted(job_infos, key=lambda k: (-(getattr(job_infos[k], "age", 0) or 0), str(k)))
         for key in order:
             info = job_infos[key]
-            prev = [r for r in (prev_allocs.get(key) or []) if r in index]
+            cur_cluster, cur_nodes = (prev_allocations.get(key) or (None, ()))
+            prev = [(cur_cluster, r) for r in (cur_nodes or ()) if (cur_cluster, r) in index]
             cur = len(prev)
-            cur_type = type_of[prev[0]] if prev else None
-            age = float(getattr(info, "age", 0) or 0)
-            restarts = getattr(info, "num_restarts", None) or getattr(info, "restarts", None) or 0
-            factor = (age - int(restarts) * delta) / (age + delta) if cur else 1.0
+            factor = self._factor(info) if cur else 1.0
+            scales = _scales(info, keys)
             options = []
-            for t in pools:
-                g = per_node[t]
-                ks = list(range(max(int(info.min_replicas), 1), min(int(info.max_replicas), g * len(pools[t])) + 1))
-                spans = [-(-k // g) for k in ks]  # the tightest layout of k replicas
-                for k, nodes, s in zip(ks, spans, _speedups(info, t, spans, ks)):
-                    if cur and (k != cur or t != cur_type):
+            for c in keys:
+                g = per_node[c]
+                fns = info.speedup_fn
+                fn = fns.get(c) if isinstance(fns, dict) else fns
+                lo_k = max(int(_per_cluster(info.min_replicas, c, 0)), 1)
+                hi_k = max(int(_per_cluster(info.max_replicas, c, 0)), 1)
+                if fn is None:  # not profiled on this cluster yet: Sia offers one replica
+                    ks, speeds = ([1], [1.0]) if lo_k <= 1 and g > 0 else ([], [])
+                    spans = [1] * len(ks)
+                else:
+                    ks = list(range(lo_k, min(hi_k, g * len(keys[c])) + 1))
+                    spans = [-(-k // g) for k in ks]  # the tightest layout of k replicas
+                    speeds = speedups_at(fn, spans, ks)
+                for k, nodes, s in zip(ks, spans, speeds):
+                    s *= scales[c]
+                    if cur and (k != cur or c != cur_cluster):
                         s *= factor
                     if not (s > 0 and math.isfinite(s)):
                         continue
                     u = fairness_utility(s, p)
                     lo = u if lo is None or u < lo else lo
                     hi = u if hi is None or u > hi else hi
-                    options.append({"gpus": k, "nodes": nodes, "pool": t, "value": u})
+                    options.append({"gpus": k, "nodes": nodes, "pool": str(c), "value": u})
             job = {"id": str(key), "options": options or [{"gpus": max(cur, 1), "value": 0.0}]}
             if not options:
                 job["pools"] = []
@@ -147,7 +170,7 @@ class SiaPolicy(object):
                 counts = {}
                 for r in prev:
                     counts[index[r]] = counts.get(index[r], 0) + 1
-                job["running"] = {"gpus": cur, "pool": cur_type,
+                job["running"] = {"gpus": cur, "pool": str(cur_cluster),
                                   "nodes": sorted([n, c] for n, c in counts.items())}
                 job["preemptible"] = bool(getattr(info, "preemptible", True))
             jobs.append(job)
@@ -156,7 +179,7 @@ class SiaPolicy(object):
             job["idle_value"] = idle
         doc = {
             "format": "elasticopt-request/1",
-            "cluster": {"pools": dict((t, {"nodes": len(pools[t]), "gpus_per_node": per_node[t]}) for t in pools)},
+            "cluster": {"pools": dict((str(c), {"nodes": len(keys[c]), "gpus_per_node": per_node[c]}) for c in keys)},
             "objective": "values",
             "solver": self.solver,
             "priority": [job["id"] for job in jobs],  # ties: oldest job first
@@ -166,14 +189,16 @@ class SiaPolicy(object):
             doc["time_limit_s"] = self.time_limit_s
         return doc, node_keys
 
-    def optimize(self, job_infos, node_infos, prev_allocs, node_template=None):
-        """One scheduling decision: ``({job_key: [node key per replica]}, desired_nodes)``."""
+    def optimize(self, job_infos, node_infos, prev_allocations):
+        """One scheduling decision: ``{job: (cluster, [node_idx per replica])}``, ``(None, ())`` for no GPUs."""
         if not job_infos:
-            return {}, len(node_infos)
+            return {}
         by_id = dict((str(k), k) for k in job_infos)
         if len(by_id) != len(job_infos):
             raise ElasticoptError("job keys must stay distinct as strings")
-        doc, node_keys = self.build_request(job_infos, node_infos, prev_allocs)
+        if len(set(str(c) for c in node_infos)) != len(node_infos):
+            raise ElasticoptError("cluster names must stay distinct as strings")
+        doc, node_keys = self.build_request(job_infos, node_infos, prev_allocations)
         resp = self.client.request(doc)
         self.last_response = resp
         if resp["status"] not in ("optimal", "feasible", "limit"):
@@ -181,12 +206,15 @@ class SiaPolicy(object):
         allocations = {}
         for jid, key in by_id.items():
             a = resp["allocation"].get(jid)
-            replicas = []
-            if a:
-                for node, count in a["nodes"]:
-                    replicas.extend([node_keys[node]] * count)
-            allocations[key] = replicas
-        return allocations, len(node_infos)
+            if not a:
+                allocations[key] = (None, ())
+                continue
+            replicas, cluster = [], None
+            for node, count in a["nodes"]:
+                cluster, node_key = node_keys[node]
+                replicas.extend([node_key] * count)
+            allocations[key] = (cluster, replicas)
+        return allocations
 
 
 def fairness_utility(speedup, p):

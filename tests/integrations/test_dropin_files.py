@@ -116,9 +116,10 @@ SCENARIOS = {
         class Job:
             def __init__(self):
                 self.speedup_fn = {"t4": lambda nodes, k: k ** 0.8}
-                self.min_replicas, self.max_replicas, self.age, self.num_restarts = 0, 4, 10.0, 0
-        alloc, _ = mod.SiaPolicy(command=SERVE).optimize({"a": Job(), "b": Job()}, {"t4-0": Node(4)}, {})
-        assert sorted(len(v) for v in alloc.values()) == [2, 2], alloc
+                self.min_replicas, self.max_replicas, self.age, self.num_restarts = {"t4": 0}, {"t4": 4}, 10.0, 0
+        alloc = mod.SiaPolicy(command=SERVE).optimize({"a": Job(), "b": Job()}, {"t4": {0: Node(4)}}, {})
+        assert sorted(len(v[1]) for v in alloc.values()) == [2, 2], alloc
+        assert all(v[0] == "t4" for v in alloc.values()), alloc
     """,
     "gavel.py": """
         alloc = mod.GavelPolicy(command=SERVE).get_allocation(
