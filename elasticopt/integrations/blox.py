@@ -2,25 +2,30 @@
 
 Drop-in
 -------
-Copy this one file into Blox's ``blox/scheduling_policies/`` (it needs only
+Copy this one file next to Blox's ``schedulers/`` (it needs only
 the standard library of Python >= 3.8; ``gpu_df`` is read through pandas'
 own ``to_dict("records")`` when it is a DataFrame), start ``elasticopt serve``
 where elasticopt is installed, and use both stages together in the
 scheduler's loop::
 
-    from blox.scheduling_policies.elasticopt_blox import BloxPolicy, BloxPlacement
-    policy = BloxPolicy(command=["/opt/eo/bin/elasticopt", "serve", "--stdio"])
-    placement = BloxPlacement()
-    schedule = policy.schedule(job_dict, node_info, gpu_df)
-    to_terminate, to_launch = placement.place(active_jobs, schedule, node_info, gpu_df)
+    from elasticopt_blox import BloxPolicy, BloxPlacement     # this file
+    scheduling_policy = BloxPolicy(command=["/opt/eo/bin/elasticopt", "serve", "--stdio"])
+    placement_policy = BloxPlacement()
+    new_job_schedule = scheduling_policy.schedule(job_state, cluster_state)
+    to_suspend, to_launch = placement_policy.place(job_state, cluster_state, new_job_schedule)
 
-``job_dict[job_id]`` holds the job's ``num_GPUs`` (its request; the largest
-count for an elastic job) and ``submit_time``; ``gpu_df`` has one row per GPU
-with ``GPU_ID``, ``Node_ID``, ``IN_USE`` and ``JOB_IDS`` (the job on it);
-``node_info[node_id]`` may name its ``gpu_type``.  ``schedule`` returns
-Blox's ``{"job_order": [(job_id, job_info), ...], "run_all_jobs": False}``
-(jobs that run first, then the rest, each group oldest first) plus
-``"elasticopt"``: the GPU count and GPU ids chosen per job; ``place`` returns
+These are the calls of Blox's scheduler loop (msr-fiddle/blox); like
+Blox's own policies, the stages read ``job_state.active_jobs`` (the
+``job_dict``), ``cluster_state.server_map`` (``node_info``) and
+``cluster_state.gpu_df``; ``schedule_jobs`` / ``place_jobs`` take those
+three directly.  ``job_dict[job_id]`` holds the job's ``num_GPUs`` (its
+request; the largest count for an elastic job) and ``submit_time``;
+``gpu_df`` has one row per GPU with ``GPU_ID``, ``Local_GPU_ID``,
+``Node_ID``, ``IP_addr``, ``IN_USE`` and ``JOB_IDS`` (the job on it), and
+``GPU_type`` where the cluster has types.  ``schedule`` returns Blox's
+``{"job_order": [(job_id, job), ...], "run_all_jobs": False}`` (jobs that
+run first, then the rest, each group oldest first) plus ``"elasticopt"``:
+the GPU count and GPU ids chosen per job; ``place`` returns
 ``(jobs_to_terminate, {job_id: [GPU ids]})`` as Blox's placement does.
 
 Objective
@@ -74,7 +79,9 @@ def _cluster(gpu_df, node_info):
     sizes = set(len(g) for g in nodes.values())
     if len(sizes) > 1:
         raise ElasticoptError("nodes with different GPU counts %s: the model has one node size" % sorted(sizes))
-    types = set(str((node_info.get(n) or {}).get("gpu_type", "gpu")) for n in node_ids)
+    types = set(str(r["GPU_type"]) for r in gpu_rows(gpu_df) if r.get("GPU_type") is not None)  # placement.py
+    types |= set(str(node_info[n]["gpu_type"]) for n in node_ids if (node_info.get(n) or {}).get("gpu_type"))
+    types = types or {"gpu"}
     if len(types) > 1:
         raise ElasticoptError("GPU types %s: BloxPolicy handles one GPU type" % sorted(types))
     return node_ids, dict((n, sorted(g)) for n, g in nodes.items()), (types.pop() if types else "gpu"), holder
@@ -159,8 +166,19 @@ class BloxPolicy(object):
             doc["time_limit_s"] = self.time_limit_s
         return doc, node_ids, gpus_of, holder
 
-    def schedule(self, job_dict, node_info, gpu_df, global_placement_policy=None):
-        """Blox's ``schedule_info``: job order (runners first), run_all_jobs, and elasticopt's placement."""
+    def schedule(self, job_state, cluster_state):
+        """Blox's call ``scheduling_policy.schedule(job_state, cluster_state)``.
+
+        As Blox's ``SchedulingPolicy.copy_arguments`` wrapper: the stage reads
+        ``job_state.active_jobs``, ``cluster_state.server_map`` and
+        ``cluster_state.gpu_df`` (not modified) and answers with
+        :meth:`schedule_jobs`.
+        """
+        return self.schedule_jobs(job_state.active_jobs, cluster_state.server_map, cluster_state.gpu_df)
+
+    def schedule_jobs(self, job_dict, node_info, gpu_df, global_placement_policy=None):
+        """Blox's ``schedule_info`` for the unwrapped arguments of a policy's ``schedule``: job order (runners
+        first) as ``[(job_id, job), ...]``, ``run_all_jobs``, and elasticopt's placement."""
         if not job_dict:
             return {"job_order": [], "run_all_jobs": False, "elasticopt": {"gpus": {}, "gpu_ids": {}}}
         by_id = dict((str(j), j) for j in job_dict)
@@ -198,7 +216,17 @@ class BloxPolicy(object):
 class BloxPlacement(object):
     """Blox's placement stage for a :class:`BloxPolicy` schedule: ``place(...) -> (terminate, launch)``."""
 
-    def place(self, active_jobs, new_job_schedule, node_info, gpu_df, **kwargs):
+    def place(self, job_state, cluster_state, new_job_schedule, **kwargs):
+        """Blox's call ``placement_policy.place(job_state, cluster_state, new_job_schedule)``.
+
+        As Blox's ``JobPlacement.copy_arguments`` wrapper: reads
+        ``job_state.active_jobs``, ``cluster_state.server_map`` and
+        ``cluster_state.gpu_df`` and answers with :meth:`place_jobs`.
+        """
+        return self.place_jobs(job_state.active_jobs, new_job_schedule, cluster_state.server_map,
+                               cluster_state.gpu_df, **kwargs)
+
+    def place_jobs(self, active_jobs, new_job_schedule, node_info, gpu_df, **kwargs):
         """Jobs to terminate (idle now, or moved) and ``{job_id: [GPU ids]}`` to launch."""
         chosen = new_job_schedule["elasticopt"]["gpu_ids"]
         current = {}

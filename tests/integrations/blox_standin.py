@@ -1,12 +1,15 @@
-"""A stand-in of Blox's scheduler loop (blox/ scheduling_policies + placement, cluster_state).
+"""A stand-in of Blox's scheduler loop (msr-fiddle/blox: blox/cluster_state.py, schedulers/, placement/).
 
-``gpu_df`` is a pandas DataFrame with one row per GPU: ``GPU_ID``,
-``Local_GPU_ID``, ``Node_ID``, ``IN_USE``, ``JOB_IDS``; ``node_info[node]``
-holds ``numGPUs`` (and optionally ``gpu_type``); ``job_dict[job]`` holds
-``num_GPUs`` and ``submit_time``.  A round calls ``schedule`` then ``place``,
-terminates the returned jobs (their GPUs become free), then launches the
-others on the GPU ids returned: :meth:`BloxCluster.round` raises on anything
-Blox would mis-handle.
+Written from its public code: ``ClusterState`` keeps ``server_map`` ({node
+counter: node info with ``numGPUs`` and ``ipaddr``}) and ``gpu_df``, a
+pandas DataFrame with one row per GPU: ``GPU_ID``, ``Local_GPU_ID``,
+``Node_ID``, ``IP_addr``, ``IN_USE``, ``JOB_IDS``; ``JobState`` keeps
+``active_jobs`` ({job id: job dict with ``num_GPUs``, ``submit_time``}).
+A round is the loop's ``scheduling_policy.schedule(job_state,
+cluster_state)``, then ``placement_policy.place(job_state, cluster_state,
+new_job_schedule)`` -> ``(to_suspend, to_launch)``; the suspended jobs'
+GPUs become free, then the others launch on the GPU ids returned:
+:meth:`BloxCluster.round` raises on anything Blox would mis-handle.
 """
 
 from __future__ import annotations
@@ -14,12 +17,20 @@ from __future__ import annotations
 import pandas as pd
 
 
+class JobState:
+    def __init__(self, active_jobs: dict):
+        self.active_jobs = active_jobs
+
+
 class BloxCluster:
+    """``ClusterState`` after ``nodes`` registered with ``gpus_per_node`` GPUs each."""
+
     def __init__(self, nodes: int, gpus_per_node: int):
-        rows = [{"GPU_ID": n * gpus_per_node + g, "Local_GPU_ID": g, "Node_ID": n, "IN_USE": False, "JOB_IDS": None}
+        rows = [{"GPU_ID": n * gpus_per_node + g, "Local_GPU_ID": g, "Node_ID": n, "IP_addr": f"10.0.0.{n}",
+                 "IN_USE": False, "JOB_IDS": None}
                 for n in range(nodes) for g in range(gpus_per_node)]
-        self.gpu_df = pd.DataFrame(rows)
-        self.node_info = {n: {"numGPUs": gpus_per_node} for n in range(nodes)}
+        self.gpu_df = pd.DataFrame(rows, columns=["GPU_ID", "Local_GPU_ID", "Node_ID", "IP_addr", "IN_USE", "JOB_IDS"])
+        self.server_map = {n: {"numGPUs": gpus_per_node, "ipaddr": f"10.0.0.{n}"} for n in range(nodes)}
 
     def running(self) -> dict:
         out: dict = {}
@@ -29,11 +40,15 @@ class BloxCluster:
         return out
 
     def round(self, policy, placement, job_dict, elastic: bool) -> dict:
-        schedule = policy.schedule(job_dict, self.node_info, self.gpu_df)
+        job_state = JobState(dict(job_dict))
+        before = self.gpu_df.copy()
+        schedule = policy.schedule(job_state, self)
+        assert self.gpu_df.equals(before), "the scheduling stage modified gpu_df"
         assert schedule["run_all_jobs"] is False
-        order = [j for j, _ in schedule["job_order"]]
+        order = [j for j, _ in schedule["job_order"]]  # placement.py: ``job_id, _ = job_order[i]``
         assert sorted(order, key=str) == sorted(job_dict, key=str), "job_order lists every job once"
-        terminate, launch = placement.place(dict(job_dict), schedule, self.node_info, self.gpu_df)
+        terminate, launch = placement.place(job_state, self, schedule)
+        assert isinstance(terminate, list) and isinstance(launch, dict)
         for job in terminate:
             mask = self.gpu_df["JOB_IDS"] == job
             assert mask.any(), f"terminating {job}, which is not running"

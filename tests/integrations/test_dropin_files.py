@@ -127,9 +127,14 @@ SCENARIOS = {
         assert sorted(sum(r.values()) for r in alloc.values()) == [0.0, 1.0], alloc
     """,
     "blox.py": """
-        gpus = [{"GPU_ID": g, "Node_ID": g // 2, "IN_USE": False, "JOB_IDS": None} for g in range(4)]
-        sched = mod.BloxPolicy(command=SERVE).schedule({7: {"num_GPUs": 2, "submit_time": 0}}, {}, gpus)
-        term, launch = mod.BloxPlacement().place({}, sched, {}, gpus)
+        class State: pass
+        cluster, jobs = State(), State()
+        cluster.gpu_df = [{"GPU_ID": g, "Local_GPU_ID": g % 2, "Node_ID": g // 2, "IP_addr": "x", "IN_USE": False,
+                           "JOB_IDS": None} for g in range(4)]
+        cluster.server_map = {0: {"numGPUs": 2}, 1: {"numGPUs": 2}}
+        jobs.active_jobs = {7: {"num_GPUs": 2, "submit_time": 0}}
+        sched = mod.BloxPolicy(command=SERVE).schedule(jobs, cluster)
+        term, launch = mod.BloxPlacement().place(jobs, cluster, sched)
         assert term == [] and len(launch[7]) == 2, launch
     """,
 }
