@@ -1,4 +1,11 @@
-"""A stand-in of Gavel's policy interface (scheduler/policies/, job_id_pair.py).
+"""A stand-in of Gavel's policy interface (stanford-futuredata/gavel: scheduler/policies/policy.py,
+scheduler/job_id_pair.py, scheduler/scheduler.py).
+
+The scheduler calls a policy whose name it does not know as
+``get_allocation(throughputs, scale_factors, cluster_spec)``, turns ``None``
+into ``{}``, and reads ``allocation[job_id][worker_type]`` for every worker
+type it has (``_update_priorities``, ``_reset_time_run_so_far``): every row
+names every worker type of the cluster spec.
 
 ``get_allocation(unflattened_throughputs, scale_factors, cluster_spec)``:
 throughputs ``{job_id: {worker_type: float}}`` (a space-sharing pair has a
@@ -16,6 +23,18 @@ class JobIdPair:
 
     def __init__(self, a: int, b: int | None):
         self._a, self._b = a, b
+
+    def __getitem__(self, i):
+        return (self._a, self._b)[i]
+
+    def __lt__(self, other):  # Gavel sorts job ids (Policy.flatten)
+        return (self._a, -1 if self._b is None else self._b) < (other._a, -1 if other._b is None else other._b)
+
+    def as_tuple(self):
+        return (self._a,) if self._b is None else (self._a, self._b)
+
+    def overlaps_with(self, other) -> bool:
+        return bool(set(self.as_tuple()) & set(other.as_tuple()))
 
     def is_pair(self) -> bool:
         return self._b is not None
@@ -41,6 +60,7 @@ def accept(allocation, throughputs, scale_factors, cluster_spec) -> None:
     used = {t: 0.0 for t in cluster_spec}
     for job_id, row in allocation.items():
         assert set(row) <= set(cluster_spec), f"{job_id}: unknown worker types {set(row) - set(cluster_spec)}"
+        assert set(row) == set(cluster_spec), f"{job_id}: no share for {set(cluster_spec) - set(row)} (read per type)"
         assert all(0.0 <= x <= 1.0 for x in row.values()), f"{job_id}: shares outside [0, 1]"
         assert sum(row.values()) <= 1.0 + 1e-9, f"{job_id}: shares sum above 1"
         for t, x in row.items():
