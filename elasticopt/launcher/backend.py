@@ -10,13 +10,14 @@ generation's status and writes its stop request itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from elasticopt.launcher.protocol import GenerationSpec
 
-__all__ = ["GenerationBackend", "GenerationHandle"]
+__all__ = ["GenerationBackend", "GenerationHandle", "poll_until"]
 
 
 class GenerationHandle(Protocol):
@@ -55,3 +56,16 @@ class GenerationBackend(Protocol):
 
     def close(self) -> None:
         """Release what the backend holds (after every generation ended)."""
+
+
+def poll_until(poll: Callable[[], int | None], timeout_s: float, period_s: float) -> int | None:
+    """Call ``poll`` every ``period_s`` until it returns an exit code or ``timeout_s`` passes.
+
+    The shared body of :meth:`GenerationHandle.wait`; returns the last poll (None: still running).
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        rc = poll()
+        if rc is not None or time.monotonic() >= deadline:
+            return rc
+        time.sleep(period_s)

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from elasticopt.errors import LauncherError
+from elasticopt.launcher.backend import poll_until
 from elasticopt.launcher.devices import DevicePool
 from elasticopt.launcher.generations import GenerationExecutor
 from elasticopt.launcher.protocol import GenerationSpec, write_spec
@@ -285,12 +286,7 @@ class RayGeneration:
 
     def wait(self, timeout_s: float) -> int | None:
         """Poll until it ends or ``timeout_s`` passes."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            rc = self.poll()
-            if rc is not None or time.monotonic() >= deadline:
-                return rc
-            time.sleep(0.01)
+        return poll_until(self.poll, timeout_s, 0.01)
 
 
 class RayBackend:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elasticopt.launcher.backend import poll_until
 from elasticopt.launcher.devices import DevicePool
 from elasticopt.launcher.generations import GenerationExecutor
 from elasticopt.launcher.protocol import ENV_SPEC, GenerationSpec, write_spec
@@ -236,12 +237,7 @@ class GenerationProcess:
 
     def wait(self, timeout_s: float) -> int | None:
         """Poll until the generation exits or ``timeout_s`` passes."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            rc = self.poll()
-            if rc is not None or time.monotonic() >= deadline:
-                return rc
-            time.sleep(0.02)
+        return poll_until(self.poll, timeout_s, 0.02)
 
 
 class TorchrunBackend:
