@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
 from elasticopt.models.problem import Job, Option, Problem
 
 __all__ = ["OptionRows", "OBJECTIVE_VALUES", "job_values", "current_key", "values_of"]
+
+_WEIGHT = attrgetter("weight")
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ class OptionRows:
 
 
 def _weights(jobs: Sequence[Job]) -> np.ndarray:
-    return np.fromiter((j.weight for j in jobs), dtype=np.float64, count=len(jobs))
+    return np.fromiter(map(_WEIGHT, jobs), dtype=np.float64, count=len(jobs))
 
 
 def _v_speedup(problem: Problem, jobs: Sequence[Job], rows: OptionRows) -> np.ndarray:

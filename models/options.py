@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,11 @@ __all__ = ["option_blocks", "Block", "OptionIndex"]
 
 #: One job's options on one type: (gpus, batch, packed, samples_per_s), sorted by (k, packed, b).
 Block = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+_JOB_FIELDS = attrgetter("throughput", "types", "gpus_min", "gpus_max", "batch_min", "batch_max", "max_local")
+
+#: Per class of a job's ``throughput``: a mapping of GPU type -> model (or one model for every type).
+_IS_MAPPING: dict[type, bool] = {dict: True}
 
 _EMPTY: Block = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0))
 
@@ -109,24 +115,61 @@ def _model_block(model: Any, lim: tuple[int, ...], pool: Pool, aware: bool) -> B
     return _sorted(parts)
 
 
-#: Blocks of shared models (profiles), kept across compiles: key -> (model, block); the model is kept
-#: so that a key's id(model) cannot be reused by another object while the entry lives.
-_CACHE: dict[tuple, tuple[Any, Block]] = {}
+class _Arena:
+    """Every cached block's options side by side, so that a compile gathers from one set of arrays.
+
+    ``arrays()`` are (gpus, batch, packed, samples_per_s); a block added at
+    offset ``off`` is entries ``off .. off + size``.  Appends fill spare room
+    (doubled when full): adding a block costs its own size, not the arena's.
+    """
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._k = np.zeros(1024, np.int64)
+        self._b = np.zeros(1024, np.int64)
+        self._p = np.zeros(1024, bool)
+        self._s = np.zeros(1024, np.float64)
+
+    def add(self, blk: Block) -> int:
+        """Append ``blk``; its offset."""
+        off, m = self.size, blk[0].size
+        if off + m > self._k.size:
+            cap = max(2 * self._k.size, off + m)
+            self._k, self._b, self._p, self._s = (np.concatenate([a[:off], np.zeros(cap - off, a.dtype)])
+                                                  for a in (self._k, self._b, self._p, self._s))
+        for a, x in zip((self._k, self._b, self._p, self._s), blk):
+            a[off:off + m] = x
+        self.size = off + m
+        return off
+
+    def arrays(self) -> Block:
+        """Views of the filled part (later appends do not change them)."""
+        n = self.size
+        return self._k[:n], self._b[:n], self._p[:n], self._s[:n]
+
+
+#: Blocks of shared models (profiles), kept across compiles: key -> (model, offset, size) in ``_ARENA``;
+#: the model is kept so that a key's id(model) cannot be reused by another object while the entry lives.
+_CACHE: dict[tuple, tuple[Any, int, int]] = {}
 _CACHE_MAX = 1 << 16
+_ARENA = _Arena()
 
 
 @dataclass(frozen=True)
 class OptionIndex:
-    """Every (job, GPU type) pair with options, and the distinct blocks they use.
+    """Every (job, GPU type) pair with options, and where its options are.
 
-    ``pair_job[i]``, ``pair_type[i]``, ``pair_block[i]``: job row, type index
-    and index into ``blocks`` of pair i (pairs in job order, then pool order).
+    ``pair_job[i]``, ``pair_type[i]``: job row and type index of pair i (pairs
+    in job order, then pool order); its options are entries ``pair_start[i] ..
+    pair_start[i] + pair_size[i]`` of ``arrays`` (gpus, batch, packed,
+    samples_per_s), sorted by (k, packed, b).
     """
 
     pair_job: np.ndarray
     pair_type: np.ndarray
-    pair_block: np.ndarray
-    blocks: list[Block]
+    pair_start: np.ndarray
+    pair_size: np.ndarray
+    arrays: Block
     #: measured points of the jobs' own :class:`MeasuredThroughput` models, flat (unsorted):
     #: ``(job row, type index, k, b, packed, samples/s)`` lists
     flat: tuple[list, list, list, list, list, list] = ((), (), (), (), (), ())  # type: ignore[assignment]
@@ -134,16 +177,16 @@ class OptionIndex:
 
 def option_blocks(problem: Problem) -> OptionIndex:
     """The options of every job on every GPU type it may use, as shared blocks (module docstring)."""
+    global _ARENA
     cluster = problem.cluster
     pools = [(ti, t, pool, pool.gpus, pool.gpus_per_node, pool.nodes)
              for ti, (t, pool) in enumerate(cluster.pools.items())]  # type: ignore[union-attr]
     aware = bool(problem.node_aware)
     cache = _CACHE
-    blocks: list[Block] = []
-    index: dict[int, int] = {}  # id(block) -> its index in blocks, for this call
     pj: list[int] = []
     pt: list[int] = []
-    pb: list[int] = []
+    ps: list[int] = []
+    pn: list[int] = []
     fj: list[int] = []
     ft: list[int] = []
     fk: list[int] = []
@@ -151,19 +194,20 @@ def option_blocks(problem: Problem) -> OptionIndex:
     fp: list[bool] = []
     fs: list[float] = []
     big = 1 << 30
-    for j, job in enumerate(problem.jobs):
-        tp = job.throughput
-        per_type = type(tp) is dict or (hasattr(tp, "items") and isinstance(tp, Mapping))
-        gmax = job.gpus_max if job.gpus_max is not None else big
+    for j, (tp, jtypes, gmin, gmax, bmin, bmax, mloc) in enumerate(map(_JOB_FIELDS, problem.jobs)):
+        per_type = _IS_MAPPING.get(type(tp))
+        if per_type is None:
+            per_type = _IS_MAPPING[type(tp)] = isinstance(tp, Mapping)
+        if gmax is None:
+            gmax = big
         for ti, t, pool, cap, gpn, nodes in pools:
-            if job.types is not None and t not in job.types:
+            if jtypes is not None and t not in jtypes:
                 continue
             model = tp.get(t) if per_type else tp
             if model is None:
                 continue
-            lim = (job.gpus_min, gmax if gmax < cap else cap, job.batch_min, job.batch_max, job.max_local, cap)
+            khi = gmax if gmax < cap else cap
             if type(model) is MeasuredThroughput:  # a job's own points: nothing to share, read them flat
-                gmin, khi, bmin, bmax, mloc, _ = lim
                 for pts, packed in ((model.points, False), (model.packed, True)):
                     for (k, b), v in pts.items():
                         if gmin <= k <= khi and bmin <= b <= bmax and b % k == 0 and b // k <= mloc:
@@ -174,24 +218,19 @@ def option_blocks(problem: Problem) -> OptionIndex:
                             fp.append(packed)
                             fs.append(v)
                 continue
-            else:
-                key = (id(model), lim, gpn, nodes, aware)
-                hit = cache.get(key)
-                if hit is not None and hit[0] is model:
-                    blk = hit[1]
-                else:
-                    blk = _model_block(model, lim, pool, aware)
-                    if len(cache) >= _CACHE_MAX:
-                        cache.clear()
-                    cache[key] = (model, blk)
-            if not blk[0].size:
-                continue
-            b = index.get(id(blk))
-            if b is None:
-                b = index[id(blk)] = len(blocks)
-                blocks.append(blk)
-            pj.append(j)
-            pt.append(ti)
-            pb.append(b)
+            key = (id(model), gmin, khi, bmin, bmax, mloc, cap, gpn, nodes, aware)  # flat: cheap to hash
+            hit = cache.get(key)
+            if hit is None or hit[0] is not model:
+                blk = _model_block(model, (gmin, khi, bmin, bmax, mloc, cap), pool, aware)
+                if len(cache) >= _CACHE_MAX:
+                    cache.clear()
+                    _ARENA = _Arena()
+                hit = cache[key] = (model, _ARENA.add(blk), blk[0].size)
+            if hit[2]:
+                pj.append(j)
+                pt.append(ti)
+                ps.append(hit[1])
+                pn.append(hit[2])
     return OptionIndex(np.asarray(pj, dtype=np.int64), np.asarray(pt, dtype=np.int64),
-                       np.asarray(pb, dtype=np.int64), blocks, (fj, ft, fk, fb, fp, fs))
+                       np.asarray(ps, dtype=np.int64), np.asarray(pn, dtype=np.int64), _ARENA.arrays(),
+                       (fj, ft, fk, fb, fp, fs))

@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -44,6 +45,8 @@ def _check_int(path: str, value: object, lo: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < lo:
         raise ValidationError(path, f"an integer >= {lo}", value)
 
+
+_ID = attrgetter("id")
 
 @dataclass(frozen=True)
 class Pool:
@@ -508,7 +511,7 @@ class Problem:
     @property
     def job_ids(self) -> tuple[str, ...]:
         """The job ids in problem order."""
-        return tuple(j.id for j in self.jobs)
+        return tuple(map(_ID, self.jobs))
 
     def job(self, job_id: str) -> Job:
         """The job with this id (KeyError if absent)."""

@@ -23,9 +23,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from elasticopt.models.table import OPTION_ARRAYS, OptionTable
+from elasticopt.models.flat import compile_flat
+from elasticopt.models.problem import Problem
+from elasticopt.models.table import OPTION_ARRAYS, OptionTable, table_from_flat
 
-__all__ = ["reduce_table", "pack_options"]
+__all__ = ["reduce_table", "compile_reduced", "pack_options"]
 
 _NEG = -(1 << 62)
 
@@ -66,37 +68,35 @@ def _sorted(*keys: np.ndarray) -> bool:
     return True
 
 
-def _keep_mask(table: OptionTable, best_batch: bool, dominance: bool) -> np.ndarray:
-    n, K = table.gpus.shape
-    keep = table.valid.copy()
-    if not keep.any():
-        return keep
-    rows, cols = np.nonzero(keep)  # row-major: compiled tables list each job's options by (type, k, packed, b)
-    g = table.gpus[rows, cols]
-    t = table.gpu_type[rows, cols]
-    p = table.packed[rows, cols]
-    u = table.utility[rows, cols]
-    b = table.batch[rows, cols]
-    if not _sorted(rows, t, g, p, b):  # tables built elsewhere: sort once
-        order = np.lexsort((b, p, g, t, rows))
-        rows, cols, g, t, p, u, b = rows[order], cols[order], g[order], t[order], p[order], u[order], b[order]
+def _keep_index(rows: np.ndarray, t: np.ndarray, g: np.ndarray, p: np.ndarray, u: np.ndarray, b: np.ndarray,
+                is_cur: np.ndarray, idle_allowed: np.ndarray, node_sizes: np.ndarray | None,
+                best_batch: bool, dominance: bool) -> np.ndarray:
+    """Indices (ascending) of the options the reductions keep.
+
+    Options are flat and sorted by (job row, type, k, packed, b): ``rows[i]``,
+    ``t[i]``, ``g[i]``, ``p[i]``, ``u[i]``, ``b[i]`` are option i's job row,
+    type, k, packing, utility and batch; ``is_cur[i]`` whether it is its
+    job's current option; ``node_sizes[t]`` GPUs per node of type t.
+    """
     m = rows.size
     idx = np.arange(m)
-    if best_batch:
+    kept = idx
+    if best_batch and m:
         # per (job, type, k, packed): the best utility, then the current b, then the smallest b
         start = np.ones(m, dtype=bool)
         start[1:] = (rows[1:] != rows[:-1]) | (t[1:] != t[:-1]) | (g[1:] != g[:-1]) | (p[1:] != p[:-1])
         starts = np.flatnonzero(start)
-        grp = np.cumsum(start) - 1
-        best_u = np.maximum.reduceat(u, starts)
-        is_cur = table.current_option[rows] == cols
-        rank = np.where(u == best_u[grp], 1 + is_cur.astype(np.int64), 0)  # 2: best and current, 1: best
-        best_rank = np.maximum.reduceat(rank, starts)
-        first = np.minimum.reduceat(np.where(rank == best_rank[grp], idx, m), starts)  # sorted by b: smallest b
-        rows, cols, g, t, p, u = rows[first], cols[first], g[first], t[first], p[first], u[first]
-        m = rows.size
-        idx = np.arange(m)
-    if dominance:
+        if starts.size < m:  # else every group is one option: nothing to choose
+            grp = np.cumsum(start) - 1
+            best_u = np.maximum.reduceat(u, starts)
+            rank = np.where(u == best_u[grp], 1 + is_cur.astype(np.int64), 0)  # 2: best and current, 1: best
+            best_rank = np.maximum.reduceat(rank, starts)
+            first = np.minimum.reduceat(np.where(rank == best_rank[grp], idx, m), starts)  # sorted by b: smallest b
+            rows, g, t, p, u = rows[first], g[first], t[first], p[first], u[first]
+            kept = first
+            m = rows.size
+            idx = np.arange(m)
+    if dominance and m:
         # group (job, type), k ascending (the order above)
         new_grp = np.ones(m, dtype=bool)
         new_grp[1:] = (rows[1:] != rows[:-1]) | (t[1:] != t[:-1])
@@ -114,16 +114,50 @@ def _keep_mask(table: OptionTable, best_batch: bool, dominance: bool) -> np.ndar
         u_lt = np.where(same, pu[np.maximum(before, 0)], _NEG)  # unpacked, k < this k
         p_lt = np.where(same, pp[np.maximum(before, 0)], _NEG)  # packed, k < this k
         u_le = pu[run_end]  # unpacked, k <= this k
-        idle0 = np.where(table.idle_allowed[rows], 0, _NEG)
-        node = np.asarray([pool.gpus_per_node for pool in table.pools], dtype=np.int64) if table.pools else None
-        one_node = (g <= node[t]) if node is not None else np.zeros(m, dtype=bool)
+        idle0 = np.where(idle_allowed[rows], 0, _NEG)
+        one_node = (g <= node_sizes[t]) if node_sizes is not None else np.zeros(m, dtype=bool)
         thr_packed = np.maximum(u_le, np.where(one_node, p_lt, _NEG))
         thr = np.maximum(idle0, np.where(p, thr_packed, u_lt))
-        ok = u > thr
-        rows, cols = rows[ok], cols[ok]
-    out = np.zeros_like(keep)
-    out[rows, cols] = True
-    return out
+        kept = kept[u > thr]
+    return kept
+
+
+def _node_sizes(pools) -> np.ndarray | None:
+    return np.asarray([pool.gpus_per_node for pool in pools], dtype=np.int64) if pools else None
+
+
+def _clipped(caps: np.ndarray, rows: np.ndarray, t: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Per type min(G_t, sum over jobs of the most GPUs of type t a kept option uses).
+
+    Kept options flat, sorted by (job row, type, k): the last of each (job, type) run has its most GPUs.
+    """
+    if not rows.size:
+        return np.zeros_like(caps)
+    last = np.ones(rows.size, dtype=bool)
+    last[:-1] = (rows[1:] != rows[:-1]) | (t[1:] != t[:-1])
+    most = np.bincount(t[last], weights=g[last], minlength=caps.size).astype(np.int64)
+    return np.minimum(caps, most)
+
+
+def _keep_mask(table: OptionTable, best_batch: bool, dominance: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``keep[j, o]``: option o of job j survives; and the capacities clipped to the kept options."""
+    keep = np.zeros_like(table.valid)
+    rows, cols = np.nonzero(table.valid)  # row-major: compiled tables list each job's options by (type, k, packed, b)
+    g = table.gpus[rows, cols]
+    t = table.gpu_type[rows, cols]
+    p = table.packed[rows, cols]
+    u = table.utility[rows, cols]
+    b = table.batch[rows, cols]
+    if not _sorted(rows, t, g, p, b):  # tables built elsewhere: sort once
+        order = np.lexsort((b, p, g, t, rows))
+        rows, cols, g, t, p, u, b = rows[order], cols[order], g[order], t[order], p[order], u[order], b[order]
+    is_cur = table.current_option[rows] == cols
+    if best_batch or dominance:
+        sel = _keep_index(rows, t, g, p, u, b, is_cur, table.idle_allowed, _node_sizes(table.pools),
+                          best_batch, dominance)
+        rows, cols, t, g = rows[sel], cols[sel], t[sel], g[sel]
+    keep[rows, cols] = True
+    return keep, _clipped(np.array(table.capacities, dtype=np.int64), rows, t, g)
 
 
 def pack_options(table: OptionTable, keep: np.ndarray, rows: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
@@ -209,24 +243,41 @@ def reduce_table(
     OptionTable
         A table with the same optimum; ``stats`` records the sizes before and after.
     """
-    keep = _keep_mask(table, best_batch, dominance) if (best_batch or dominance) else table.valid.copy()
-    caps = np.array(table.capacities, dtype=np.int64)
-    if clip_capacity and table.width:
-        rows, cols = np.nonzero(keep)
-        T = table.n_types
-        # per (job, type) the most GPUs of that type, summed over jobs
-        most = np.zeros((table.n_jobs, T), dtype=np.int64)
-        np.maximum.at(most, (rows, table.gpu_type[rows, cols]), table.gpus[rows, cols])
-        caps = np.minimum(caps, most.sum(axis=0))
-    elif clip_capacity:
-        caps = np.zeros_like(caps)
+    keep, clipped = _keep_mask(table, best_batch, dominance)
+    caps = clipped if clip_capacity else np.array(table.capacities, dtype=np.int64)
     out = _compact(table, keep, caps)
-    stats = dict(table.stats)
-    stats.update(
-        reduced=True,
-        options_before=int(table.valid.sum()),
-        options_after=int(out.valid.sum()),
-        capacity_before=int(table.capacity),
-        capacity_after=int(caps.sum()),
-    )
-    return replace(out, stats=stats)
+    return replace(out, stats=_stats(table.stats, int(table.valid.sum()), int(out.valid.sum()),
+                                     int(table.capacity), int(caps.sum())))
+
+
+def _stats(stats, before: int, after: int, cap_before: int, cap_after: int) -> dict:
+    out = dict(stats)
+    out.update(reduced=True, options_before=before, options_after=after, capacity_before=cap_before,
+               capacity_after=cap_after)
+    return out
+
+
+def compile_reduced(problem: Problem) -> OptionTable:
+    """``reduce_table(compile_problem(problem))`` in one pass, the table built once at its reduced size.
+
+    The reductions run on the flat options (:func:`~elasticopt.models.flat.compile_flat`)
+    before they are laid out as a table; the result is equal, array by
+    array, to compiling and then reducing (tested).
+
+    Parameters
+    ----------
+    problem
+        The problem to compile.
+
+    Returns
+    -------
+    OptionTable
+        The reduced table (all three reductions).
+    """
+    flat = compile_flat(problem)
+    f = flat.rows
+    sel = _keep_index(f.job, f.gpu_type, f.gpus, f.packed, flat.utility, f.batch, flat.is_current,
+                      flat.idle_allowed, _node_sizes(flat.pools), True, True)
+    caps = _clipped(flat.capacities, f.job[sel], f.gpu_type[sel], f.gpus[sel])
+    table = table_from_flat(flat, sel, caps)
+    return replace(table, stats=_stats(table.stats, int(f.job.size), int(sel.size), flat.capacity, int(caps.sum())))

@@ -16,25 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from elasticopt.errors import ValidationError
-from elasticopt.models.objectives import OBJECTIVE_VALUES, OptionRows, current_key, job_values, values_of
-from elasticopt.models.options import option_blocks
+from elasticopt.models.flat import DEFAULT_SCALE, MAX_TOTAL, FlatOptions, compile_flat, pick_scale, tie_bonus
+from elasticopt.models.objectives import OBJECTIVE_VALUES, job_values
 from elasticopt.models.problem import Pool, Problem
-from elasticopt.models.throughput import MeasuredThroughput
 
 __all__ = [
     "OptionTable", "OPTION_ARRAYS", "OBJECTIVE_VALUES", "compile_problem", "job_values", "pick_scale",
-    "DEFAULT_SCALE", "MAX_TOTAL", "tie_bonus",
+    "DEFAULT_SCALE", "MAX_TOTAL", "tie_bonus", "table_from_flat",
 ]
 
 #: The ``[n, K]`` per-option arrays of an :class:`OptionTable` (packed together by reductions and fixing).
 OPTION_ARRAYS: tuple[str, ...] = ("gpus", "batch", "utility", "value", "samples_per_s", "valid", "gpu_type", "packed")
-
-#: Integer units per unit of objective value (S = 2**20 by default).
-DEFAULT_SCALE = 1 << 20
-#: The largest total utility allowed (HiGHS works in doubles: exact below 2**53).
-MAX_TOTAL = 1 << 52
-
 
 def _ro(a: np.ndarray) -> np.ndarray:
     a.setflags(write=False)
@@ -190,67 +182,62 @@ class OptionTable:
         return u, v
 
 
-def tie_bonus(priority: tuple[str, ...] | None) -> tuple[int, dict[str, int]]:
-    """B and per-job bonus for a priority order (earlier id = bigger bonus); ``(1, {})`` without one."""
-    if not priority:
-        return 1, {}
-    p = len(priority)
-    bonus = {jid: p - r for r, jid in enumerate(priority)}
-    total = p * (p + 1) // 2
-    return 1 << max(1, total.bit_length()), bonus
-
-
-def pick_scale(total_abs_value: float, n: int, tie_scale: int = 1) -> int:
-    """S: the largest power of two <= 2**20 keeping every total within 2**52.
+def table_from_flat(flat: FlatOptions, sel: np.ndarray | None = None,
+                    capacities: np.ndarray | None = None) -> OptionTable:
+    """Lay flat options out as an :class:`OptionTable` (job j's options, in order, on row j).
 
     Parameters
     ----------
-    total_abs_value
-        ``sum_j max_o |v_jo|``.
-    n
-        Number of jobs (each may round up by half a unit).
-    tie_scale
-        B, the tie-break multiplier.
+    flat
+        The options, from :func:`~elasticopt.models.flat.compile_flat`.
+    sel
+        Indices (ascending) of the options to keep; all where None.
+    capacities
+        Free GPUs per type; ``flat.capacities`` where None.
     """
-    scale = DEFAULT_SCALE
-    if total_abs_value > 0:
-        limit = MAX_TOTAL / (total_abs_value * tie_scale + n * tie_scale)
-        while scale > 1 and scale > limit:
-            scale //= 2
-        if scale > limit:
-            raise ValidationError(
-                "jobs[*].weight",
-                "objective values whose total fits exact integers (sum of max |v| * B < 2**52)",
-                total_abs_value,
-                "use smaller weights or the 'speedup' objective",
-            )
-    return scale
+    n = flat.n_jobs
+    f = flat.rows
+    job, gpus, batch, sps, gtype, packed = f.job, f.gpus, f.batch, f.samples_per_s, f.gpu_type, f.packed
+    value, utility, is_cur, counts = flat.value, flat.utility, flat.is_current, flat.counts
+    if sel is not None:
+        job, gpus, batch, sps, gtype, packed = job[sel], gpus[sel], batch[sel], sps[sel], gtype[sel], packed[sel]
+        value, utility, is_cur = value[sel], utility[sel], is_cur[sel]
+        counts = np.bincount(job, minlength=n).astype(np.int64) if n else np.zeros(0, np.int64)
+    K = int(counts.max()) if n else 0
+    col = np.arange(job.size) - np.repeat(np.cumsum(counts) - counts, counts)  # column of option i in its row
 
+    def grid(a: np.ndarray) -> np.ndarray:
+        out = np.zeros((n, K), dtype=a.dtype)
+        out[job, col] = a
+        return out
 
-def _overflow_error(problem: Problem, gpus: np.ndarray, batch: np.ndarray, sps: np.ndarray, value: np.ndarray,
-                    valid: np.ndarray, exc: ValidationError) -> ValidationError:
-    """The objective total overflows: blame the job with the largest value, at its JSON path."""
-    mag = np.where(valid, np.abs(value), -1.0)
-    j, o = np.unravel_index(int(np.argmax(mag)), mag.shape)
-    job = problem.jobs[j]
-    k, b, t, v = int(gpus[j, o]), int(batch[j, o]), float(sps[j, o]), float(value[j, o])
-    if problem.objective == "value":
-        path, found = f"jobs[{j}].values", v / job.weight
-    elif job.weight != 1.0:
-        path, found = f"jobs[{j}].weight", job.weight
-    elif problem.objective == "completion" and job.remaining_samples is not None and job.remaining_samples < 1:
-        path, found = f"jobs[{j}].remaining_samples", job.remaining_samples
-    elif isinstance(job.throughput, MeasuredThroughput):
-        path, found = f"jobs[{j}].throughput", [k, b, t]  # the row's index in the file is not kept
-    else:
-        path, found = f"jobs[{j}].profile", getattr(job.throughput, "name", "?")
-    return ValidationError(
-        path,
-        "values small enough that the objective total fits exact integers (sum over jobs of the largest "
-        "value x B < 2**52)",
-        found,
-        f"job {job.id!r} has value {v:.6g} at (k={k}, b={b}): {t:.6g} samples/s x weight {job.weight:g}, "
-        f"objective {problem.objective!r}; the total over jobs is {exc.found:.6g}",
+    valid = np.zeros((n, K), dtype=bool)
+    valid[job, col] = True
+    current = np.full(n, -1, dtype=np.int64)
+    current[job[is_cur]] = col[is_cur]
+    caps = flat.capacities if capacities is None else capacities
+    stats = {"n_jobs": n, "n_options": int(flat.rows.job.size), "width": int(flat.counts.max()) if n else 0,
+             "capacity": flat.capacity, "capacities": tuple(flat.capacities.tolist())}
+    return OptionTable(
+        job_ids=flat.job_ids,
+        capacity=int(caps.sum()) if capacities is not None else flat.capacity,
+        scale=flat.scale,
+        tie_scale=flat.tie_scale,
+        gpus=grid(gpus),
+        batch=grid(batch),
+        utility=grid(utility),
+        value=grid(value),
+        samples_per_s=grid(sps),
+        valid=valid,
+        idle_allowed=flat.idle_allowed.copy(),
+        current_option=current,
+        running_ids=flat.running_ids,
+        stats=stats,
+        gpu_type=grid(gtype),
+        packed=grid(packed),
+        types=flat.types,
+        capacities=np.array(caps, dtype=np.int64),
+        pools=flat.pools,
     )
 
 
@@ -263,7 +250,8 @@ def compile_problem(problem: Problem) -> OptionTable:
     with S the largest power of two <= 2**20 keeping ``sum_j max |u|`` within
     2**52; with a priority order each non-idle option of a job also gets an
     integer bonus below one utility unit (utilities are scaled by B first).
-    Everything after the per-job block look-up is vectorised over all options.
+    The options are computed flat (:func:`~elasticopt.models.flat.compile_flat`),
+    vectorised after the per-job block look-up, then laid out as a table.
 
     Parameters
     ----------
@@ -273,103 +261,7 @@ def compile_problem(problem: Problem) -> OptionTable:
     Returns
     -------
     OptionTable
-        The unreduced table (see :func:`elasticopt.models.reduce_table`).
+        The unreduced table (see :func:`elasticopt.models.reduce_table`, and
+        :func:`elasticopt.models.reductions.compile_reduced` for both in one pass).
     """
-    cluster = problem.cluster
-    types = cluster.types
-    jobs = problem.jobs
-    n = len(jobs)
-    ix = option_blocks(problem)
-    blocks = ix.blocks
-    # the distinct blocks side by side; pair i's options are blocks[pair_block[i]], at offsets off[...]
-    blen = np.fromiter((blk[0].size for blk in blocks), dtype=np.int64, count=len(blocks))
-    off = np.concatenate(([0], np.cumsum(blen)[:-1])) if blocks else np.zeros(0, dtype=np.int64)
-    cat = (lambda i, dt: np.concatenate([blk[i] for blk in blocks]) if blocks else np.zeros(0, dtype=dt))
-    all_k, all_b, all_p, all_s = cat(0, np.int64), cat(1, np.int64), cat(2, bool), cat(3, np.float64)
-    plen = blen[ix.pair_block]
-    total = int(plen.sum())
-    pstart = np.cumsum(plen) - plen
-    src = np.arange(total) - np.repeat(pstart - off[ix.pair_block], plen)  # option i = entry src[i] of the blocks
-    rows = OptionRows(np.repeat(ix.pair_job, plen), all_k[src], all_b[src], all_s[src],
-                      np.repeat(ix.pair_type, plen), all_p[src], types)
-    fj, ft, fk, fb, fp, fs = ix.flat
-    if fj:  # measured points, read flat: merge and restore each job's (type, k, packed, b) order
-        cat2 = (lambda a, xs, dt: np.concatenate([a, np.asarray(xs, dtype=dt)]))
-        j_, t_ = cat2(rows.job, fj, np.int64), cat2(rows.gpu_type, ft, np.int64)
-        k_, b_, p_ = cat2(rows.gpus, fk, np.int64), cat2(rows.batch, fb, np.int64), cat2(rows.packed, fp, bool)
-        s_ = cat2(rows.samples_per_s, fs, np.float64)
-        order = np.lexsort((b_, p_, k_, t_, j_))
-        rows = OptionRows(j_[order], k_[order], b_[order], s_[order], t_[order], p_[order], types)
-    counts = np.bincount(rows.job, minlength=n).astype(np.int64) if n else np.zeros(0, np.int64)
-    # the running jobs' current options: (type, k, b, packed) per job, -1 where none
-    cur_t = np.full(n, -1, dtype=np.int64)
-    cur_k = np.zeros(n, dtype=np.int64)
-    cur_b = np.zeros(n, dtype=np.int64)
-    cur_p = np.zeros(n, dtype=bool)
-    tindex = {t: i for i, t in enumerate(types)}
-    for j, job in enumerate(jobs):
-        if job.running is not None:
-            t, k, b, p = current_key(problem, job)  # type: ignore[misc]
-            cur_t[j], cur_k[j], cur_b[j], cur_p[j] = tindex[t], k, b, p
-    r = rows.job
-    is_cur = ((rows.gpu_type == cur_t[r]) & (rows.gpus == cur_k[r]) & (rows.batch == cur_b[r])
-              & (rows.packed == cur_p[r]))
-    vals = values_of(problem, jobs, rows, is_cur)
-    offered = np.isfinite(vals)
-    if not offered.all():  # drop the options the objective does not offer
-        rows = OptionRows(rows.job[offered], rows.gpus[offered], rows.batch[offered], rows.samples_per_s[offered],
-                          rows.gpu_type[offered], rows.packed[offered], types)
-        vals, is_cur = vals[offered], is_cur[offered]
-        counts = np.bincount(rows.job, minlength=n).astype(np.int64)
-    K = int(counts.max()) if n else 0
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if n else np.zeros(0, dtype=np.int64)
-    col = np.arange(rows.job.size) - np.repeat(starts, counts)  # column of option i in its job's row
-    r = rows.job
-
-    def grid(a: np.ndarray, dtype) -> np.ndarray:
-        out = np.zeros((n, K), dtype=dtype)
-        out[r, col] = a
-        return out
-
-    gpus, batch, value = grid(rows.gpus, np.int64), grid(rows.batch, np.int64), grid(vals, np.float64)
-    sps, gtype, packed = grid(rows.samples_per_s, np.float64), grid(rows.gpu_type, np.int64), grid(rows.packed, bool)
-    valid = grid(np.ones(r.size, dtype=bool), bool)
-    current = np.full(n, -1, dtype=np.int64)
-    current[r[is_cur]] = col[is_cur]
-    idle = np.fromiter((job.running is None or problem.allow_preemption for job in jobs), dtype=bool, count=n)
-    tie_scale, bonus = tie_bonus(problem.priority)
-    total = float(np.abs(value).max(axis=1).sum()) if K else 0.0
-    try:
-        scale = pick_scale(total, n, tie_scale)
-    except ValidationError as exc:
-        raise _overflow_error(problem, gpus, batch, sps, value, valid, exc) from None
-    utility = np.rint(value * scale).astype(np.int64) * tie_scale
-    if bonus:
-        bvec = np.array([bonus.get(jid, 0) for jid in problem.job_ids], dtype=np.int64)
-        utility = utility + bvec[:, None]
-    utility = np.where(valid, utility, 0)
-    running = tuple(j.id for j in jobs if j.running is not None)
-    caps = np.array([cluster.capacity(t) for t in types], dtype=np.int64)
-    stats = {"n_jobs": n, "n_options": int(r.size), "width": K, "capacity": cluster.gpus,
-             "capacities": tuple(caps.tolist())}
-    return OptionTable(
-        job_ids=problem.job_ids,
-        capacity=int(cluster.gpus),
-        scale=int(scale),
-        tie_scale=int(tie_scale),
-        gpus=gpus,
-        batch=batch,
-        utility=utility,
-        value=value,
-        samples_per_s=sps,
-        valid=valid,
-        idle_allowed=idle,
-        current_option=current,
-        running_ids=running,
-        stats=stats,
-        gpu_type=gtype,
-        packed=packed,
-        types=types,
-        capacities=caps,
-        pools=tuple(cluster.pools[t] for t in types),  # type: ignore[index]
-    )
+    return table_from_flat(compile_flat(problem))

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from elasticopt.models.problem import Problem
-from elasticopt.models.reductions import reduce_table
+from elasticopt.models.reductions import compile_reduced, reduce_table
 from elasticopt.models.table import OptionTable, compile_problem
 from elasticopt.solvers.registry import get_backend
 from elasticopt.solvers.solution import Solution
@@ -47,9 +47,10 @@ def solve(
     """
     backend = get_backend(solver)
     t0 = time.perf_counter()
-    table = problem if isinstance(problem, OptionTable) else compile_problem(problem)
-    if reduce:
-        table = reduce_table(table)
+    if isinstance(problem, OptionTable):
+        table = reduce_table(problem) if reduce else problem
+    else:  # compile and reduce in one pass (the same table as reduce_table(compile_problem(problem)))
+        table = compile_reduced(problem) if reduce else compile_problem(problem)
     compile_s = time.perf_counter() - t0
     sol = backend.solve(table, time_limit_s=time_limit_s, **options)
     stats = dict(sol.stats)

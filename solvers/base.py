@@ -17,6 +17,7 @@ installs them, and implements three steps:
 from __future__ import annotations
 
 import importlib.util
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -32,6 +33,9 @@ from elasticopt.solvers.options import OptionRule, check_options
 from elasticopt.solvers.solution import Solution, Status
 
 __all__ = ["Backend", "Outcome", "choice_to_allocation"]
+
+#: Required modules already found installed in this process.
+_FOUND: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,21 @@ class Backend(ABC):
     @classmethod
     def missing_modules(cls) -> list[str]:
         """Required modules that are not installed (checked without importing)."""
-        return [m for m in cls.requires if importlib.util.find_spec(m) is None]
+        # find_spec reads the file system: a module imported (sys.modules[m] None marks one blocked)
+        # or found once is not looked up again
+        missing = []
+        for m in cls.requires:
+            if m in sys.modules:
+                if sys.modules[m] is None:
+                    missing.append(m)
+                continue
+            if m in _FOUND:
+                continue
+            if importlib.util.find_spec(m) is None:
+                missing.append(m)
+            else:
+                _FOUND.add(m)
+        return missing
 
     @classmethod
     def available(cls) -> bool:

@@ -289,6 +289,7 @@ def test_missing_library_names_the_extra(monkeypatch, module, gone):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
+    monkeypatch.setitem(sys.modules, module, None)  # not installed, even where an earlier test imported it
     avail = set(available_solvers())
     assert not (gone & avail) and {"numpy-dp", "greedy"} <= avail
     for name in gone:

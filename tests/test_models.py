@@ -3,11 +3,13 @@
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from elasticopt.errors import ValidationError
 from elasticopt.models import Cluster, Job, MeasuredThroughput, Problem, Running, compile_problem, reduce_table
 from elasticopt.solvers import solve
-from elasticopt.testing.strategies import problems
+from elasticopt.models.reductions import compile_reduced
+from elasticopt.testing.strategies import general_problems, problems
 
 S = 1 << 20
 
@@ -126,3 +128,27 @@ def test_reductions_leave_the_optimum_unchanged(problem):
         red = solve(reduce_table(t, **flags), "numpy-dp", reduce=False)
         assert red.status == ref.status
         assert red.objective == ref.objective
+
+
+def _assert_same_table(a, b):
+    from elasticopt.models.table import OPTION_ARRAYS
+
+    for name in OPTION_ARRAYS + ("idle_allowed", "current_option", "capacities"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), name
+    for name in ("job_ids", "capacity", "scale", "tie_scale", "running_ids", "types", "pools"):
+        assert getattr(a, name) == getattr(b, name), name
+    assert dict(a.stats) == dict(b.stats)
+
+
+@given(st.one_of(problems(), general_problems(max_jobs=6, max_types=3, max_nodes=4, max_per_node=8)))
+def test_compile_reduced_is_compile_then_reduce(problem):
+    # the one-pass path solve() takes equals the two steps, array by array (or fails the same way)
+    try:
+        two = reduce_table(compile_problem(problem))
+    except ValidationError as exc:
+        with pytest.raises(ValidationError) as got:
+            compile_reduced(problem)
+        assert str(got.value) == str(exc)
+        return
+    _assert_same_table(compile_reduced(problem), two)
