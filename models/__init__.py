@@ -13,7 +13,7 @@ from elasticopt.models.instance import (
     save_instance,
 )
 from elasticopt.models.problem import OBJECTIVES, Cluster, Job, Problem, Running
-from elasticopt.models.reductions import reduce_table
+from elasticopt.models.reductions import compile_reduced, reduce_table
 from elasticopt.models.table import OptionTable, compile_problem, job_values
 from elasticopt.models.throughput import MeasuredThroughput, ThroughputModel, power_of_two_grid
 
@@ -28,6 +28,7 @@ __all__ = [
     "Running",
     "ThroughputModel",
     "compile_problem",
+    "compile_reduced",
     "dumps_instance",
     "instance_schema",
     "job_values",
