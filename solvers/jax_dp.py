@@ -169,7 +169,12 @@ class JaxDP(Backend):
 
     default_options = {"fixing": True, "max_cells": MAX_CELLS}
 
-    def build(self, table: OptionTable, options: Mapping[str, Any]) -> dict[str, Any]:
+    def build(self, table: OptionTable, options: Mapping[str, Any]) -> OptionTable:
+        # the Lagrangian bound and reduced-cost fixing are part of solving (they often prove the optimum
+        # alone): they run in run(), so that the solve time reports them
+        return table
+
+    def _prepare(self, table: OptionTable, options: Mapping[str, Any]) -> dict[str, Any]:
         fix = reduced_cost_fixing(table) if options["fixing"] and table.n_jobs else None
         core = fix.core if fix is not None else table
         # the greedy incumbent already meets the Lagrangian bound: it is optimal, no DP needed
@@ -263,7 +268,11 @@ class JaxDP(Backend):
                 choice[s0 : s0 + c] = np.asarray(ch)
         return best, choice
 
-    def run(self, model: dict[str, Any], time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
+    def run(self, model: OptionTable, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
+        prepared = self._prepare(model, options)
+        return prepared, self._run(prepared)
+
+    def _run(self, model: dict[str, Any]) -> Any:
         if model["skip"]:
             return model.get("limit")
         if model.get("multi"):
@@ -292,7 +301,8 @@ class JaxDP(Backend):
                 choice[s0 : s0 + c] = np.asarray(ch)
         return best, choice
 
-    def extract(self, table: OptionTable, model: dict[str, Any], raw: Any) -> Outcome:
+    def extract(self, table: OptionTable, model: OptionTable, raw: Any) -> Outcome:
+        model, raw = raw  # the prepared arrays (fixing included) and the DP's result
         if isinstance(raw, Outcome):
             return raw
         fix: Fixing | None = model["fix"]
