@@ -1,4 +1,6 @@
-"""Lagrangian (LP-dual) bound and reduced-cost fixing: an exact speed-up (docs/design.md §2).
+"""The Lagrangian (LP-dual) bound and greedy incumbents: an exact speed-up (docs/design.md §2).
+
+Reduced-cost fixing from this bound is in :mod:`~elasticopt.models.fixing`.
 
 Relaxing the capacity rows with multipliers λ_t >= 0 (one per GPU type t)
 gives, for every λ, the upper bound ::
@@ -30,52 +32,14 @@ still recognised as optimal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 import numpy as np
 
-from elasticopt.models.reductions import pack_options
 from elasticopt.models.table import OptionTable
 
-__all__ = ["Fixing", "fixable", "lagrangian_bound", "make_fixing", "margin_of", "reduced_cost_fixing"]
+__all__ = ["LagArrays", "fits", "improve", "lagrangian_bound", "margin_of", "tie_rounding"]
 
 
-@dataclass(frozen=True)
-class Fixing:
-    """Result of :func:`reduced_cost_fixing`.
-
-    Attributes
-    ----------
-    core
-        Table of the jobs still free, capacity reduced by the fixed jobs' GPUs.
-    core_rows
-        ``core_rows[i]`` = row of the original table of core job i.
-    core_cols
-        ``core_cols[i, o]`` = column in the original table of core option o of core job i.
-    fixed_choice
-        Per original row: the fixed option (-1 = idle), or -2 for core jobs.
-    fixed_utility
-        Sum of the fixed jobs' utilities.
-    bound
-        The Lagrangian upper bound (integer, floored).
-    incumbent
-        A feasible choice per original row (-1 = idle) and its objective.
-    options_removed
-        Options eliminated by reduced costs.
-    """
-
-    core: OptionTable
-    core_rows: np.ndarray
-    core_cols: np.ndarray
-    fixed_choice: np.ndarray
-    fixed_utility: int
-    bound: int
-    incumbent: np.ndarray
-    incumbent_value: int
-    options_removed: int
-
-
-class _Lag:
+class LagArrays:
     """Float arrays for fast evaluation of L(λ).
 
     Column 0 is idle (u = k = 0 where allowed, -inf where not), columns 1..K the
@@ -129,11 +93,11 @@ def _gpus_of(table: OptionTable, choice: np.ndarray) -> int:
     return int(table.gpus[rows, choice[rows]].sum())
 
 
-def _fits(table: OptionTable, choice: np.ndarray) -> bool:
+def fits(table: OptionTable, choice: np.ndarray) -> bool:
     return bool((table.gpus_by_type(choice) <= table.capacities).all())
 
 
-def _multi_bound(table: OptionTable, lag: "_Lag", sweeps: int = 4, iterations: int = 40) -> tuple[float, np.ndarray, np.ndarray]:
+def _multi_bound(table: OptionTable, lag: "LagArrays", sweeps: int = 4, iterations: int = 40) -> tuple[float, np.ndarray, np.ndarray]:
     """Coordinate descent on L(λ) over the per-type multipliers (several GPU types).
 
     Each coordinate λ_t is minimised with the others fixed by bisection on the
@@ -149,7 +113,7 @@ def _multi_bound(table: OptionTable, lag: "_Lag", sweeps: int = 4, iterations: i
     caps = np.asarray(table.capacities)
     lam = np.zeros(T)
     best_v, ch, _ = lag.value(lam)
-    best_lam, fit_ch = lam.copy(), (ch if _fits(table, ch) else None)
+    best_lam, fit_ch = lam.copy(), (ch if fits(table, ch) else None)
     top = float(np.abs(table.utility).max(initial=0)) + 1.0
     for _ in range(sweeps):
         moved = False
@@ -178,18 +142,18 @@ def _multi_bound(table: OptionTable, lag: "_Lag", sweeps: int = 4, iterations: i
             lam[t] = hi
             if v < best_v:
                 best_v, best_lam = v, lam.copy()
-            if _fits(table, c):
+            if fits(table, c):
                 fit_ch = c
         if not moved:
             break
     v, c, _ = lag.value(best_lam)
-    if _fits(table, c):
+    if fits(table, c):
         fit_ch = c
     return best_v, best_lam, (fit_ch if fit_ch is not None else c)
 
 
 def lagrangian_bound(
-    table: OptionTable, iterations: int = 60, lag: "_Lag | None" = None
+    table: OptionTable, iterations: int = 60, lag: "LagArrays | None" = None
 ) -> tuple[float, float, np.ndarray]:
     """Minimise L(λ) over λ >= 0 (float; see :func:`reduced_cost_fixing` for the exact use).
 
@@ -207,7 +171,7 @@ def lagrangian_bound(
         smallest λ tried whose choice fits the capacity (feasible unless the
         table is infeasible).
     """
-    lag = lag if lag is not None else _Lag(table)
+    lag = lag if lag is not None else LagArrays(table)
     if lag.multi:
         return _multi_bound(table, lag)  # type: ignore[return-value]
     G = table.capacity
@@ -240,7 +204,7 @@ def lagrangian_bound(
     return best_v, best_lam, ch_hi
 
 
-def _tie_rounding(table: OptionTable, lag: _Lag, lam: float) -> np.ndarray | None:
+def tie_rounding(table: OptionTable, lag: LagArrays, lam: float) -> np.ndarray | None:
     """LP rounding at λ: each job on the fewest GPUs among its (near-)tied best choices,
     then jobs moved to their most GPUs among the ties while the capacity allows.
 
@@ -276,7 +240,7 @@ def _tie_rounding(table: OptionTable, lag: _Lag, lam: float) -> np.ndarray | Non
     return col - 1
 
 
-def _improve(table: OptionTable, choice: np.ndarray, rounds: int = 3) -> np.ndarray:
+def improve(table: OptionTable, choice: np.ndarray, rounds: int = 3) -> np.ndarray:
     """Greedy fill of leftover capacity: per job its best upgrade, by gain per extra GPU.
 
     Each round takes the upgrades in order of rate while the GPUs they add fit
@@ -318,11 +282,6 @@ def _improve(table: OptionTable, choice: np.ndarray, rounds: int = 3) -> np.ndar
     return choice
 
 
-def fixable(table: OptionTable) -> bool:
-    """False where fixing has nothing to do (no options) or a job that must run has no option."""
-    return bool(table.width) and bool((table.valid.any(axis=1) | table.idle_allowed).all())
-
-
 def margin_of(table: OptionTable, lam: float) -> float:
     """Rounding margin of the float bound at λ.
 
@@ -335,200 +294,3 @@ def margin_of(table: OptionTable, lam: float) -> float:
     mag += lam * (table.capacity + float(np.where(table.valid, table.gpus, 0).max(axis=1, initial=0).sum()))
     return (table.n_jobs + table.width + 4) * 2.0**-48 * mag + 1e-9
 
-
-def _quick_proof(table: OptionTable, lag: _Lag) -> Fixing | None:
-    """Try λ = the best utility per GPU first: under load it is often the LP optimum.
-
-    There every option scores <= 0, so only jobs that must run take GPUs; if that
-    fits, L(λ) = λ G + their scores, and rounding the ties at λ often fills the
-    cluster exactly, meeting the bound: every job is then fixed without searching
-    for λ.  Returns None when this does not prove optimality.
-    """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(table.valid & (table.gpus > 0), table.utility / np.maximum(table.gpus, 1), -np.inf)
-    lam = float(ratio.max(initial=-np.inf))
-    if not (np.isfinite(lam) and lam > 0):
-        return None
-    v, ch, k = lag.value(lam)
-    if k > table.capacity:
-        return None
-    bound = int(np.floor(v + margin_of(table, lam)))
-    tied = _tie_rounding(table, lag, lam)
-    if tied is None:
-        return None
-    inc_val, _ = table.objective_of(tied)
-    if inc_val < bound:
-        return None
-    return _all_fixed(table, bound, tied, int(inc_val))
-
-
-def _quick_proof_multi(table: OptionTable, lag: _Lag) -> Fixing | None:
-    """Several GPU types: λ_t = the best utility per GPU of type t, then a greedy fill of the ties.
-
-    At that λ no option scores above 0, so only the jobs that must run take
-    GPUs; if that fits, L(λ) = Σ_t λ_t G_t + their scores.  Options at the best
-    rate of their type score 0 (tied with idle): giving them to idle jobs,
-    largest first while their type has room, keeps L and raises the incumbent
-    by λ_t per GPU; when every type with λ_t > 0 is filled the incumbent meets
-    the bound and every job is fixed.  None when this does not prove optimality.
-    """
-    T = table.n_types
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(table.valid & (table.gpus > 0), table.utility / np.maximum(table.gpus, 1), -np.inf)
-    lam = np.zeros(T)
-    for t in range(T):
-        r = ratio[table.gpu_type == t]
-        lam[t] = max(float(r.max(initial=-np.inf)), 0.0)
-    v, ch, _ = lag.value(lam)
-    if not _fits(table, ch):
-        return None
-    bound = int(np.floor(v + margin_of(table, lam)))
-    s = lag.option_scores(lam)  # [n, K], -inf where invalid
-    tol = 1e-9 * np.maximum(1.0, np.abs(table.utility)).astype(np.float64)
-    tied = np.isfinite(s) & (s >= -tol) & (ch < 0)[:, None]  # idle jobs' options that score like idle
-    left = np.asarray(table.capacities) - table.gpus_by_type(ch)
-    choice = ch.copy()
-    rows, cols = np.nonzero(tied)
-    order = np.argsort(-table.gpus[rows, cols], kind="stable")  # largest options first
-    for r, c in zip(rows[order].tolist(), cols[order].tolist()):
-        if choice[r] >= 0:
-            continue
-        if not left.any():
-            break
-        t, k = int(table.gpu_type[r, c]), int(table.gpus[r, c])
-        if k <= left[t]:
-            choice[r] = c
-            left[t] -= k
-    inc_val, _ = table.objective_of(choice)
-    if inc_val < bound:
-        return None
-    return _all_fixed(table, bound, choice, int(inc_val))
-
-
-def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
-    """Remove options that cannot beat a greedy incumbent; fix decided jobs.
-
-    Returns None if the table is infeasible (the Lagrangian choice at any λ
-    does not fit), leaving infeasibility to the DP.
-    """
-    if not fixable(table):
-        return None  # nothing to fix, or a job that must run has no option: infeasible
-    lag = _Lag(table)
-    quick = _quick_proof_multi(table, lag) if lag.multi else _quick_proof(table, lag)
-    if quick is not None:
-        return quick
-    bound_f, lam, ch = lagrangian_bound(table, lag=lag)
-    if not _fits(table, ch):
-        return None
-    margin = margin_of(table, lam)  # bound_f is L(λ) as evaluated by the search
-    bound = int(np.floor(bound_f + margin))
-    inc = ch
-    inc_val, _ = table.objective_of(inc)
-    if inc_val < bound and not lag.multi:  # round the LP: among options tied at λ, move jobs to more GPUs while they fit
-        tied = _tie_rounding(table, lag, lam)
-        if tied is not None:
-            tied_val, _ = table.objective_of(tied)
-            if tied_val > inc_val:
-                inc, inc_val = tied, tied_val
-    if inc_val < bound:  # still not proven optimal: fill leftover GPUs greedily
-        inc = _improve(table, inc)
-        inc_val, _ = table.objective_of(inc)
-    if inc_val >= bound:  # the incumbent meets the bound: it is optimal, every job is fixed to it
-        return _all_fixed(table, bound, inc, int(inc_val))
-    # an allocation using option o of job j is worth at most L + reduced cost (reduced <= 0)
-    best, _, _ = lag.scores(lam)
-    s = lag.option_scores(lam)
-    keep = table.valid & (bound_f + (s - best[:, None]) >= inc_val - margin)
-    idle_keep = table.idle_allowed & (bound_f - best >= inc_val - margin)
-    return make_fixing(table, bound, inc, int(inc_val), keep, idle_keep)
-
-
-def _all_fixed(table: OptionTable, bound: int, inc: np.ndarray, inc_val: int) -> Fixing:
-    """Every job fixed to the incumbent (proven optimal): an empty core."""
-    inc = np.asarray(inc, dtype=np.int64)
-    rows = np.flatnonzero(inc >= 0)
-    caps = np.asarray(table.capacities) - table.gpus_by_type(inc)
-    arrays, _ = pack_options(table, np.zeros((0, table.width), dtype=bool), np.zeros(0, dtype=np.int64))
-    empty_i = np.zeros((0, 0), dtype=np.int64)
-    core = replace(
-        table,
-        job_ids=(),
-        capacity=int(caps.sum()),
-        capacities=caps,
-        idle_allowed=np.zeros(0, dtype=bool),
-        current_option=np.zeros(0, dtype=np.int64),
-        running_ids=(),
-        stats=dict(table.stats),
-        **arrays,
-    )
-    return Fixing(
-        core=core,
-        core_rows=np.zeros(0, dtype=np.int64),
-        core_cols=empty_i.copy(),
-        fixed_choice=inc,
-        fixed_utility=inc_val,
-        bound=int(bound),
-        incumbent=inc,
-        incumbent_value=inc_val,
-        options_removed=int(table.valid.sum() - rows.size),
-    )
-
-
-def make_fixing(
-    table: OptionTable, bound: int, inc: np.ndarray, inc_val: int, keep: np.ndarray, idle_keep: np.ndarray
-) -> Fixing:
-    """Fix the jobs left with one choice and pack the rest into the core table.
-
-    ``keep[j, o]`` / ``idle_keep[j]``: the choices that survived the reduced-cost
-    test; the incumbent's own choices are added here whatever the test said.
-    """
-    n = table.n_jobs
-    keep = keep.copy()
-    idle_keep = idle_keep.copy()
-    # the incumbent's options survive the tests (inc_val <= L + its reduced costs); keep them explicitly
-    rows = np.flatnonzero(inc >= 0)
-    keep[rows, inc[rows]] = True
-    idle_keep |= table.idle_allowed & (inc < 0)
-    n_choices = keep.sum(axis=1) + idle_keep
-    fixed = n_choices == 1
-    fixed_choice = np.full(n, -2, dtype=np.int64)
-    first_kept = np.argmax(keep, axis=1)
-    fixed_choice[fixed] = np.where(idle_keep[fixed], -1, first_kept[fixed])
-    frows = np.flatnonzero(fixed & (fixed_choice >= 0))
-    fixed_util = int(table.utility[frows, fixed_choice[frows]].sum())
-    fixed_only = np.where(fixed, fixed_choice, -1)
-    caps = np.asarray(table.capacities) - table.gpus_by_type(fixed_only)
-    core_rows = np.flatnonzero(~fixed)
-    sub_keep = keep[core_rows]
-    width = int(sub_keep.sum(axis=1).max()) if core_rows.size else 0
-    pos = np.cumsum(sub_keep, axis=1) - 1
-    arrays, core_cols = pack_options(table, keep, core_rows)
-    cur = table.current_option[core_rows]
-    ci = np.arange(core_rows.size)
-    has_cur = cur >= 0
-    if width:
-        has_cur &= sub_keep[ci, np.maximum(cur, 0)]
-    new_cur = np.where(has_cur, pos[ci, np.maximum(cur, 0)] if width else -1, -1).astype(np.int64)
-    core_ids = set(table.job_ids[j] for j in core_rows)
-    core = replace(
-        table,
-        job_ids=tuple(table.job_ids[j] for j in core_rows),
-        capacity=int(caps.sum()),
-        capacities=caps,
-        **arrays,
-        idle_allowed=idle_keep[core_rows].copy(),
-        current_option=new_cur,
-        running_ids=tuple(i for i in table.running_ids if i in core_ids),
-        stats=dict(table.stats),
-    )
-    return Fixing(
-        core=core,
-        core_rows=core_rows,
-        core_cols=core_cols,
-        fixed_choice=fixed_choice,
-        fixed_utility=fixed_util,
-        bound=int(bound),
-        incumbent=np.asarray(inc, dtype=np.int64),
-        incumbent_value=int(inc_val),
-        options_removed=int(table.valid.sum() - keep.sum()),
-    )

@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
 from elasticopt.errors import ValidationError
+from elasticopt.models.cluster import DEFAULT_TYPE, Cluster, Pool, check_int
 from elasticopt.models.throughput import ThroughputModel
 
 __all__ = ["Cluster", "Pool", "Running", "Job", "Option", "Problem", "OBJECTIVES", "DEFAULT_TYPE"]
@@ -23,8 +23,6 @@ __all__ = ["Cluster", "Pool", "Running", "Job", "Option", "Problem", "OBJECTIVES
 #: The separable objectives of docs/design.md §2 (their formulas: ``models/table.py`` OBJECTIVE_VALUES).
 OBJECTIVES: tuple[str, ...] = ("speedup", "throughput", "completion", "goodput", "value")
 
-#: The GPU type of a cluster given as ``Cluster(gpus, gpus_per_node)`` (one pool).
-DEFAULT_TYPE = "gpu"
 
 
 #: Classes whose instances passed the ThroughputModel protocol check (a runtime protocol check is slow).
@@ -41,130 +39,7 @@ def _is_model(m: object) -> bool:
     return False
 
 
-def _check_int(path: str, value: object, lo: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise ValidationError(path, f"an integer >= {lo}", value)
-
-
 _ID = attrgetter("id")
-
-@dataclass(frozen=True)
-class Pool:
-    """The nodes of one GPU type: ``nodes`` nodes of ``gpus_per_node`` GPUs each.
-
-    Parameters
-    ----------
-    nodes
-        Number of nodes (>= 0).
-    gpus_per_node
-        GPUs per node g (>= 1).
-    free
-        Per node, the indices (0..g-1) of the GPUs available to the problem's jobs
-        (fragmented nodes: GPUs held by work outside the problem are left out);
-        None = every GPU of every node.  A running job's own GPUs are free: it is
-        being re-decided.
-    """
-
-    nodes: int
-    gpus_per_node: int = 8
-    free: tuple[tuple[int, ...], ...] | None = None
-
-    def __post_init__(self) -> None:
-        _check_int("pool.nodes", self.nodes, 0)
-        _check_int("pool.gpus_per_node", self.gpus_per_node, 1)
-        if self.free is not None:
-            free = tuple(tuple(sorted(int(g) for g in node)) for node in self.free)
-            object.__setattr__(self, "free", free)
-            if len(free) != self.nodes:
-                raise ValidationError("pool.free", f"one list of free GPU indices per node ({self.nodes})", len(free))
-            for i, node in enumerate(free):
-                if len(set(node)) != len(node) or any(not 0 <= g < self.gpus_per_node for g in node):
-                    raise ValidationError(f"pool.free[{i}]", f"distinct GPU indices in 0..{self.gpus_per_node - 1}", node)
-
-    def free_gpus(self) -> tuple[tuple[int, ...], ...]:
-        """Per node the free GPU indices (all of them where ``free`` is None)."""
-        if self.free is not None:
-            return self.free
-        return (tuple(range(self.gpus_per_node)),) * self.nodes
-
-    def free_per_node(self) -> tuple[int, ...]:
-        """Per node the number of free GPUs."""
-        return tuple(len(n) for n in self.free_gpus())
-
-    @cached_property
-    def gpus(self) -> int:
-        """Free GPUs of the pool, all nodes together."""
-        return sum(self.free_per_node())
-
-
-def _single_pool(gpus: int, gpus_per_node: int) -> Pool:
-    """``gpus`` GPUs as full nodes of ``gpus_per_node`` (the last one partly free if g does not divide G)."""
-    full, rest = divmod(gpus, gpus_per_node)
-    if not rest:
-        return Pool(full, gpus_per_node)
-    free = (tuple(range(gpus_per_node)),) * full + (tuple(range(rest)),)
-    return Pool(full + 1, gpus_per_node, free)
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """GPUs in node pools, one pool per GPU type (docs/design.md §2).
-
-    ``Cluster(64, 8)`` is one pool of identical GPUs (type ``"gpu"``), as in
-    format 1; ``Cluster(pools={"a100": Pool(2, 8), "t4": Pool(6, 4)})`` is a
-    heterogeneous cluster.
-
-    Parameters
-    ----------
-    gpus
-        Total GPUs G of a one-pool cluster (>= 0); derived from ``pools`` when given.
-    gpus_per_node
-        GPUs per node g of a one-pool cluster (>= 1).
-    pools
-        GPU type -> :class:`Pool`, in a fixed order (the order of the option table's types).
-    """
-
-    gpus: int | None = None
-    gpus_per_node: int = 8
-    pools: Mapping[str, Pool] | None = None
-
-    def __post_init__(self) -> None:
-        if self.pools is None:
-            _check_int("cluster.gpus", self.gpus, 0)
-            _check_int("cluster.gpus_per_node", self.gpus_per_node, 1)
-            pools = {DEFAULT_TYPE: _single_pool(self.gpus, self.gpus_per_node)}
-        else:
-            if not isinstance(self.pools, Mapping) or not self.pools:
-                raise ValidationError("cluster.pools", "a non-empty mapping GPU type -> Pool", self.pools)
-            pools = {}
-            for t, pool in self.pools.items():
-                if not isinstance(t, str) or not t:
-                    raise ValidationError("cluster.pools", "GPU type names as non-empty strings", t)
-                if not isinstance(pool, Pool):
-                    raise ValidationError(f"cluster.pools.{t}", "a Pool(nodes, gpus_per_node, free)", pool)
-                pools[t] = pool
-            object.__setattr__(self, "gpus", sum(p.gpus for p in pools.values()))
-            if len(pools) == 1:
-                object.__setattr__(self, "gpus_per_node", next(iter(pools.values())).gpus_per_node)
-        object.__setattr__(self, "pools", MappingProxyType(pools))
-
-    @property
-    def types(self) -> tuple[str, ...]:
-        """The GPU types, in pool order."""
-        return tuple(self.pools)  # type: ignore[arg-type]
-
-    def capacity(self, gpu_type: str) -> int:
-        """Free GPUs of one type."""
-        return self.pools[gpu_type].gpus  # type: ignore[index]
-
-    def __hash__(self) -> int:
-        return hash((self.gpus, self.gpus_per_node, tuple(self.pools.items())))  # type: ignore[union-attr]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Cluster):
-            return NotImplemented
-        return dict(self.pools) == dict(other.pools)  # type: ignore[arg-type]
-
 
 @dataclass(frozen=True)
 class Running:
@@ -187,8 +62,8 @@ class Running:
     nodes: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        _check_int("running.gpus", self.gpus, 1)
-        _check_int("running.batch", self.batch, 1)
+        check_int("running.gpus", self.gpus, 1)
+        check_int("running.batch", self.batch, 1)
         if self.gpu_type is not None and (not isinstance(self.gpu_type, str) or not self.gpu_type):
             raise ValidationError("running.gpu_type", "a GPU type name", self.gpu_type)
         if self.nodes is not None:
@@ -197,7 +72,7 @@ class Running:
             if not nodes or len(nodes) > self.gpus:
                 raise ValidationError("running.nodes", f"1 to {self.gpus} node indices", self.nodes)
             for n in nodes:
-                _check_int("running.nodes[]", n, 0)
+                check_int("running.nodes[]", n, 0)
 
 
 @dataclass(frozen=True)
@@ -278,14 +153,14 @@ class Job:
         for m in models:
             if not _is_model(m):
                 raise ValidationError(f"{where}.throughput", "a ThroughputModel", type(m).__name__)
-        _check_int(f"{where}.batch_min", self.batch_min, 1)
-        _check_int(f"{where}.batch_max", self.batch_max, 1)
+        check_int(f"{where}.batch_min", self.batch_min, 1)
+        check_int(f"{where}.batch_max", self.batch_max, 1)
         if self.batch_max < self.batch_min:
             raise ValidationError(f"{where}.batch_max", f"an integer >= batch_min ({self.batch_min})", self.batch_max)
-        _check_int(f"{where}.max_local", self.max_local, 1)
-        _check_int(f"{where}.gpus_min", self.gpus_min, 1)
+        check_int(f"{where}.max_local", self.max_local, 1)
+        check_int(f"{where}.gpus_min", self.gpus_min, 1)
         if self.gpus_max is not None:
-            _check_int(f"{where}.gpus_max", self.gpus_max, self.gpus_min)
+            check_int(f"{where}.gpus_max", self.gpus_max, self.gpus_min)
         if self.remaining_samples is not None:
             r = float(self.remaining_samples)
             if not (math.isfinite(r) and r > 0):

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from elasticopt.models.lagrangian import Fixing, reduced_cost_fixing
+from elasticopt.models.fixing import Fixing, reduced_cost_fixing
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
 from elasticopt.solvers.common import MAX_CELLS, NEG, dp_outcome, state_shape, too_large

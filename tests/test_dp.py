@@ -42,7 +42,7 @@ def test_jax_dp_equals_numpy_dp(problem):
 @given(problems(max_jobs=12, max_gpus=30, max_options=6))
 def test_lagrangian_bound_and_fixing_are_exact(problem):
     from elasticopt.models import reduce_table
-    from elasticopt.models.lagrangian import reduced_cost_fixing
+    from elasticopt.models.fixing import reduced_cost_fixing
 
     table = reduce_table(compile_problem(problem))
     ref = solve(table, "numpy-dp", reduce=False)
