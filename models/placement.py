@@ -22,6 +22,7 @@ fails, an exhaustive search with a step budget.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -34,6 +35,7 @@ __all__ = ["placement_implied", "place", "Placement", "node_name", "DEFAULT_SEAR
 DEFAULT_SEARCH_STEPS = 200_000
 
 
+@lru_cache(maxsize=1 << 14)
 def node_name(gpu_type: str, node: int) -> str:
     """Name of node ``node`` of the pool of ``gpu_type``, e.g. ``"a100/1"``."""
     return f"{gpu_type}/{node}"
@@ -74,6 +76,12 @@ class Placement:
 
     status: Literal["placed", "impossible", "unknown"]
     nodes: tuple[dict[int, tuple[int, ...]], ...] = ()
+
+
+@lru_cache(maxsize=256)
+def _walk(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """Node indices in the order unpacked jobs fill them: fullest first, ties by index (the sort is stable)."""
+    return tuple(sorted(range(len(sizes)), key=sizes.__getitem__, reverse=True))
 
 
 def _counts_to_indices(pool: Pool, counts: list[dict[int, int]]) -> tuple[dict[int, tuple[int, ...]], ...]:
@@ -196,7 +204,8 @@ def place(
         Packed jobs first, then unpacked jobs, in the order given.
     """
     g = pool.gpus_per_node
-    free = list(pool.free_per_node())
+    free_gpus = pool.free_gpus()
+    free = [len(ix) for ix in free_gpus]
     if sum(packed) + sum(unpacked) > sum(free):
         return Placement("impossible")
     order = sorted(range(len(packed)), key=lambda i: (-packed[i], i))
@@ -215,13 +224,15 @@ def place(
     by_job: list[dict[int, int]] = [{} for _ in packed]
     for (i, _), d in zip(req, counts):  # type: ignore[arg-type]
         by_job[i] = d
-    placed = list(_counts_to_indices(pool, by_job))
-    free_ix = [list(ix) for ix in pool.free_gpus()]
-    for d in placed:
-        for n, ix in d.items():
-            free_ix[n] = free_ix[n][len(ix):]  # packed jobs took the first free indices of their nodes
-    # unpacked jobs: walk the nodes, fullest first, so each job spans few nodes
-    walk = sorted(range(len(free_ix)), key=lambda x: (-len(free_ix[x]), x))
+    if packed:
+        placed = list(_counts_to_indices(pool, by_job))
+        free_ix = list(free_gpus)
+        for d in placed:
+            for n, ix in d.items():
+                free_ix[n] = free_ix[n][len(ix):]  # packed jobs took the first free indices of their nodes
+        walk = _walk(tuple(len(ix) for ix in free_ix))
+    else:
+        placed, free_ix, walk = [], free_gpus, _walk(tuple(free))
     pos, off = 0, 0
     for k in unpacked:
         d: dict[int, tuple[int, ...]] = {}
@@ -231,7 +242,7 @@ def place(
             ix = free_ix[n]
             take = min(len(ix) - off, need)
             if take > 0:
-                d[n] = tuple(ix[off : off + take])
+                d[n] = ix[off : off + take]
                 off += take
                 need -= take
             if off >= len(ix):
@@ -261,27 +272,33 @@ def place_choice(
         return "placed", {}
     rows = np.flatnonzero(choice >= 0)
     cols = choice[rows]
-    types = table.gpu_type[rows, cols]
     ks = table.gpus[rows, cols]
     pk = table.packed[rows, cols]
+    single = len(table.types) == 1  # one pool: every running job is on it
+    types = None if single else table.gpu_type[rows, cols]
     out: dict[int, dict[str, tuple[int, ...]]] = {}
     status = "placed"
     for t, name in enumerate(table.types):
-        sel = types == t
-        if not sel.any():
+        sel = slice(None) if single else types == t
+        t_rows, t_ks, t_pk = rows[sel], ks[sel], pk[sel]
+        if not t_rows.size:
             continue
         pool = table.pools[t]
-        p_rows, u_rows = rows[sel & pk], rows[sel & ~pk]
+        if t_pk.any():
+            p_rows, u_rows = t_rows[t_pk], t_rows[~t_pk]
+            p_ks, u_ks = t_ks[t_pk].tolist(), t_ks[~t_pk].tolist()
+        else:
+            p_rows, u_rows, p_ks, u_ks = t_rows[:0], t_rows, [], t_ks.tolist()
         given = None
         if counts is not None and all(int(r) in counts for r in p_rows):
             given = [counts[int(r)] for r in p_rows]
-        res = place(pool, ks[sel & pk].tolist(), ks[sel & ~pk].tolist(), max_steps, given)
+        res = place(pool, p_ks, u_ks, max_steps, given)
         if res.status != "placed":
             if res.status == "impossible" or status == "placed":
                 status = res.status
             continue
-        for r, d in zip(list(p_rows) + list(u_rows), res.nodes):
-            out[int(r)] = {node_name(name, n): ix for n, ix in d.items()}
+        for r, d in zip(p_rows.tolist() + u_rows.tolist(), res.nodes):
+            out[r] = {node_name(name, n): ix for n, ix in d.items()}
     return status, (out if status == "placed" else {})
 
 

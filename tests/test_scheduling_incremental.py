@@ -80,3 +80,26 @@ def test_overridden_filter_falls_back_to_compiling():
     res = simulate(generate_workload(20, 16, 1.0, seed=1), Mine(), SimulationConfig(gpus=16))
     assert all(r.final_gpus <= 2 for r in res.records)
 
+
+
+def test_policy_solves_the_table_without_nodes_and_only_placement_is_left_out():
+    """One pool, no packed options: the nodeless table the policy solves is the table minus its pools."""
+    from elasticopt.solvers import solve
+
+    checked = []
+
+    class Both(ElasticPolicy):
+        def allocate(self, snapshot):
+            if snapshot.jobs:
+                full, bare = self.build_table(snapshot), self.build_table(snapshot, nodes=False)
+                assert bare.pools is None and full.pools == tuple(snapshot.cluster.pools.values())
+                for name in TABLE_FIELDS:
+                    assert np.array_equal(getattr(full, name), getattr(bare, name)), name
+                a, b = solve(full, "dp"), solve(bare, "dp")
+                assert (a.objective, a.allocation) == (b.objective, b.allocation)
+                assert set(a.placement) == {j for j, kb in a.allocation.items() if kb} and b.placement == {}
+                checked.append(1)
+            return super().allocate(snapshot)
+
+    res = simulate(generate_workload(40, 16, 1.5, seed=2), Both(), SimulationConfig(gpus=16, gpus_per_node=4))
+    assert res.metrics.completed == 40 and len(checked) >= 40

@@ -4,8 +4,9 @@ A scheduler decides at every event, and an event changes few jobs; yet
 compiling the allocation problem from scratch (docs/design.md §2) asks every
 job's throughput model for every candidate (k, b) again.  :class:`OptionCache`
 keeps, per job id, its feasible options on this cluster (k, b, samples/s,
-statistical efficiency) as rows of padded arrays, computed once when the job is
-first seen.  A decision then only gathers the active jobs' rows and applies, as
+statistical efficiency) as rows of padded arrays, computed once per job shape
+(model, efficiency, limits) and copied into a job's row when the job is first
+seen.  A decision then only gathers the active jobs' rows and applies, as
 array operations, what changes between events: the anti-thrashing filter
 (:class:`~elasticopt.scheduling.hysteresis.Hysteresis`), a fixed batch, the
 objective values, the rescale penalty, the tie-break bonus and the integer
@@ -26,7 +27,7 @@ from elasticopt.models import Cluster
 from elasticopt.models.table import OptionTable, pick_scale, tie_bonus
 from elasticopt.scheduling.executor import JobSpec
 from elasticopt.scheduling.hysteresis import Hysteresis
-from elasticopt.scheduling.state import JobState, to_model_job
+from elasticopt.scheduling.state import CachedThroughput, JobState, to_model_job
 
 __all__ = ["Columns", "OptionCache", "VECTOR_OBJECTIVES", "register_vector_objective"]
 
@@ -35,7 +36,7 @@ __all__ = ["Columns", "OptionCache", "VECTOR_OBJECTIVES", "register_vector_objec
 class Columns:
     """What an objective sees of the active jobs: arrays ``[n]`` per job, ``[n, K]`` per option.
 
-    ``t`` samples/s, ``e`` statistical efficiency E(b), ``k`` GPUs, ``valid``
+    ``t`` samples/s, ``e`` statistical efficiency E(b), ``k`` GPUs (as floats), ``valid``
     the options kept, ``cur`` the current option, ``w`` weights, ``rem``
     remaining work (progress units), ``running``, ``cost`` restart seconds,
     ``good`` progress counted in effective samples.
@@ -84,52 +85,111 @@ VECTOR_OBJECTIVES: dict[str, Callable[[Columns], np.ndarray]] = {
 }
 
 
+@dataclass(frozen=True, eq=False)
+class _Shape:
+    """The options of every job with one throughput model, efficiency and limits.
+
+    ``fields[f, o]``: field f (k, b, samples/s, E, samples/s * E) of option o, options sorted by (k, b);
+    ``col_of``: (k, b) -> o.  The model and efficiency are kept so that their ids in the key stay theirs.
+    """
+
+    model: object
+    efficiency: object
+    fields: np.ndarray
+    col_of: dict[tuple[int, int], int]
+
+
 def register_vector_objective(name: str, values: Callable[[Columns], np.ndarray]) -> str:
     """Add a separable objective for policies built on :class:`OptionCache`; returns ``name``."""
     VECTOR_OBJECTIVES[name] = values
     return name
 
 
+#: Fields of the cached option rows (``OptionCache._f[field, row, o]``).
+_K, _B, _T, _E, _TE = range(5)
+
+
 class OptionCache:
-    """Per-job option rows for one cluster size, and table assembly from them (module docstring)."""
+    """Per-job option rows for one cluster size, and table assembly from them (module docstring).
+
+    Jobs with the same throughput model, efficiency and limits share one
+    computed row (the model is asked once per distinct job shape, not once
+    per job), as ``compile_problem`` shares blocks across jobs.  A decision
+    reads, per active job, a handful of scalars in one Python pass (its row,
+    current option, remaining work, restart cost, time since its last change)
+    and does everything else as a fixed number of array operations over all
+    active jobs at once.
+    """
 
     def __init__(self) -> None:
         self._capacity: int | None = None
         self._row: dict[str, int] = {}
         self._spec: dict[str, JobSpec] = {}
+        # (id(model), id(efficiency), limits) -> _Shape: the options of every job of that shape
+        self._shapes: dict[tuple, _Shape] = {}
+        self._col_of: list[dict[tuple[int, int], int]] = []  # per row: (k, b) -> its option column
         self._n = 0
         self._alloc(64, 8)
 
     def _alloc(self, rows: int, width: int) -> None:
-        old = None if self._n == 0 else (self._k, self._b, self._t, self._e, self._valid)
-        # [row, o]: option o of the job stored in that row, sorted by (k, b); valid marks real entries
-        self._k = np.zeros((rows, width), np.int64)
-        self._b = np.zeros((rows, width), np.int64)
-        self._t = np.zeros((rows, width), np.float64)
-        self._e = np.ones((rows, width), np.float64)
+        n = self._n
+        old = None if n == 0 else (self._f, self._valid, self._w, self._bsub)
+        # [field, row, o]: k, b, samples/s, E(b), samples/s * E(b) of option o of the job stored in that row,
+        # options sorted by (k, b); valid[row, o] marks real entries (k = b = T = 0, E = 1 elsewhere)
+        self._f = np.zeros((5, rows, width), np.float64)
+        self._f[_E] = 1.0
         self._valid = np.zeros((rows, width), bool)
+        # [row]: the job's weight and submitted batch
+        self._w = np.ones(rows, np.float64)
+        self._bsub = np.zeros(rows, np.float64)
+        self._cols = np.arange(width)
         if old is not None:
-            n, w = self._n, old[0].shape[1]
-            for new, prev in zip((self._k, self._b, self._t, self._e, self._valid), old):
-                new[:n, :w] = prev[:n]
+            w = old[0].shape[2]
+            self._f[:, :n, :w] = old[0][:, :n]
+            self._valid[:n, :w] = old[1][:n]
+            self._w[:n], self._bsub[:n] = old[2][:n], old[3][:n]
+
+    def _shape(self, state: JobState, capacity: int) -> _Shape:
+        """The options of the job's shape (model, efficiency, limits), computed on first use."""
+        spec = state.spec
+        model = spec.throughput
+        base = model.base if isinstance(model, CachedThroughput) else model
+        eff = spec.statistical_efficiency
+        key = (id(base), id(eff), spec.batch_min, spec.batch_max, spec.max_local, spec.gpus_min, spec.gpus_max)
+        hit = self._shapes.get(key)
+        if hit is not None and hit.model is base and hit.efficiency is eff:
+            return hit
+        opts = to_model_job(state).options(gpus_cap=capacity)
+        f = np.zeros((5, len(opts)), np.float64)
+        f[_K] = [o[0] for o in opts]
+        f[_B] = [o[1] for o in opts]
+        f[_T] = [o[2] for o in opts]
+        f[_E] = [1.0 if eff is None else float(eff(o[1])) for o in opts]
+        f[_TE] = f[_T] * f[_E]
+        col_of = {(o[0], o[1]): i for i, o in enumerate(opts)}
+        shape = self._shapes[key] = _Shape(base, eff, f, col_of)
+        return shape
 
     def _add(self, state: JobState, capacity: int) -> int:
         spec = state.spec
-        opts = to_model_job(state).options(gpus_cap=capacity)
-        rows, width = self._k.shape
-        if self._n == rows or len(opts) > width:
-            self._alloc(max(rows, 2 * self._n + 1), max(width, len(opts)))
+        shape = self._shape(state, capacity)
+        m = shape.fields.shape[1]
+        _, rows, width = self._f.shape
+        if self._n == rows or m > width:
+            self._alloc(max(rows, 2 * self._n + 1), max(width, m))
         r = self._n
         self._n += 1
+        self._f[:, r] = 0.0
+        self._f[_E, r] = 1.0
+        self._f[:, r, :m] = shape.fields
         self._valid[r] = False
-        m = len(opts)
-        if m:
-            eff = spec.statistical_efficiency
-            self._k[r, :m] = [k for k, _, _ in opts]
-            self._b[r, :m] = [b for _, b, _ in opts]
-            self._t[r, :m] = [t for _, _, t in opts]
-            self._e[r, :m] = [1.0 if eff is None else float(eff(b)) for _, b, _ in opts]
-            self._valid[r, :m] = True
+        self._valid[r, :m] = True
+        self._w[r] = spec.weight
+        self._bsub[r] = spec.batch_submitted
+        if r == len(self._col_of):
+            self._col_of.append(shape.col_of)
+        else:
+            self._col_of[r] = shape.col_of
         self._row[spec.id] = r
         self._spec[spec.id] = spec
         return r
@@ -141,10 +201,35 @@ class OptionCache:
             self._spec.pop(jid, None)
 
     def clear(self) -> None:
-        """Forget every job."""
+        """Forget every job and every job shape."""
         self._row.clear()
         self._spec.clear()
+        self._shapes.clear()
         self._n = 0
+
+    def _job_columns(self, jobs: Sequence[JobState], capacity: int) -> tuple[list[str], np.ndarray]:
+        """Ids and per job ``[row, k, current column, remaining, restart cost, since, goodput?]`` (floats).
+
+        The current column is -1 for a queued job and for a running job whose current (k, b) is not
+        among its cached options.
+        """
+        row_of, spec_of, col_of = self._row, self._spec, self._col_of
+        ids: list[str] = []
+        vals: list[float] = []
+        add_id, ext = ids.append, vals.extend
+        inf = np.inf
+        for st in jobs:
+            spec = st.spec
+            jid = spec.id
+            r = row_of.get(jid)
+            if r is None or spec_of[jid] is not spec:
+                r = self._add(st, capacity)
+            k = st.gpus
+            since = st.since_rescale_s
+            add_id(jid)
+            ext((r, k, col_of[r].get((k, st.batch), -1) if k > 0 else -1, spec.total_samples - st.samples_done,
+                 st.restart_cost_s, inf if since is None else since, st.progress == "goodput"))
+        return ids, np.array(vals, np.float64).reshape(len(ids), 7)
 
     def table(
         self,
@@ -157,6 +242,7 @@ class OptionCache:
         rescale_penalty: float = 0.0,
         priority: tuple[str, ...] | None = None,
         allow_preemption: bool = False,
+        nodes: bool = True,
     ) -> OptionTable:
         """The option table of the problem a policy builds from ``jobs`` (docs/design.md §2).
 
@@ -174,6 +260,11 @@ class OptionCache:
             Keep only options at each job's submitted batch (its current option always stays).
         rescale_penalty, priority, allow_preemption
             As in :class:`~elasticopt.models.Problem`.
+        nodes
+            Give the table the cluster's pool (``pools``), as ``compile_problem`` does, so that a
+            solution is placed on its nodes; False leaves ``pools`` None: the totals only.  One pool
+            without packed options needs no placement to be feasible (docs/design.md §2), so a caller
+            that places the jobs itself (the autoscaler keeps running jobs on their GPUs) skips it.
         """
         if len(cluster.types) != 1:
             raise ValidationError("cluster", "one GPU type (the option cache is for one-pool clusters)",
@@ -183,103 +274,112 @@ class OptionCache:
             self.clear()
             self._capacity = capacity
         n = len(jobs)
-        row_of, spec_of = self._row, self._spec
-        per_job = []
-        for st in jobs:
-            spec = st.spec
-            r = row_of.get(spec.id)
-            if r is None or spec_of[spec.id] is not spec:
-                r = self._add(st, capacity)
-            since = st.since_rescale_s
-            per_job.append((r, st.gpus, st.batch, st.spec.total_samples - st.samples_done, st.restart_cost_s,
-                            spec.weight, spec.submitted_batch or spec.batch_min, st.progress == "goodput",
-                            np.inf if since is None else since))
-        # per job j: option row, current k and b (0 = queued), remaining work, restart cost, weight,
-        # submitted batch, progress in effective samples?, seconds since its last start / rescale
-        cols_j = list(zip(*per_job)) if per_job else [()] * 9
-        rows = np.array(cols_j[0], np.int64)
-        kn = np.array(cols_j[1], np.int64)
-        bn = np.array(cols_j[2], np.int64)
-        rem = np.maximum(np.array(cols_j[3], np.float64), 0.0)
-        w = np.array(cols_j[5], np.float64)
-        bsub = np.array(cols_j[6], np.int64)
-        good = np.array(cols_j[7], bool)
-        since = np.array(cols_j[8], np.float64)
+        ids, a = self._job_columns(jobs, capacity)
+        # per job j: its cache row, current k (0 = queued) and option column (-1 = none), remaining work,
+        # restart cost, seconds since its last start / rescale, progress counted in effective samples
+        rows = a[:, 0].astype(np.intp)
+        kn = a[:, 1]
+        col = a[:, 2].astype(np.intp)
+        rem = np.maximum(a[:, 3], 0.0)
         running = kn > 0
-        cost = np.where(running, np.array(cols_j[4], np.float64), 0.0)
-        K, B, T, E = self._k[rows], self._b[rows], self._t[rows], self._e[rows]
+        cost = np.where(running, a[:, 4], 0.0)
+        since = a[:, 5]
+        good = a[:, 6] > 0
+        # [field, j, o]: the fields of option o of job j as cached; [j, o]: one field
+        F = self._f[:, rows]
+        K, T, E = F[_K], F[_T], F[_E]
         valid = self._valid[rows]
-        cur = running[:, None] & (K == kn[:, None]) & (B == bn[:, None]) & valid
-        rate_all = np.where(good[:, None], T * E, T)
-        rnow = np.where(cur, rate_all, 0.0).max(axis=1) if K.shape[1] else np.zeros(n)
-        for j in np.flatnonzero(running & ~cur.any(axis=1)):  # current option not among the cached ones
+        has_cur = col >= 0
+        cur = col[:, None] == self._cols  # [j, o]: o is job j's current option
+        n_good = int(np.count_nonzero(good))
+        rate_all = F[_TE] if n_good == n else T if n_good == 0 else np.where(good[:, None], F[_TE], T)
+        ar = np.arange(n)
+        rnow = np.where(has_cur, rate_all[ar, col], 0.0)
+        for j in np.flatnonzero(running & ~has_cur).tolist():  # current option not among the cached ones
             rnow[j] = jobs[j].progress_per_s(jobs[j].gpus, jobs[j].batch) or 0.0
-        keep = np.ones_like(valid)
+        keep = valid
         if fixed_batch:
-            keep &= B == bsub[:, None]
+            keep = keep & (F[_B] == self._bsub[rows][:, None])
         if hysteresis is not None:
-            keep &= self._hysteresis_mask(hysteresis, K, rate_all, kn, rem, cost, rnow, running, since)
-        valid = valid & (cur | keep)
-        cols = Columns(w=w, t=T, e=E, k=K, valid=valid, rem=rem, cur=cur, running=running, cost=cost, good=good)
+            keep = keep & self._hysteresis_mask(hysteresis, K, rate_all, kn, rem, cost, rnow, running, since)
+        valid = keep | cur
+        cols = Columns(w=self._w[rows], t=T, e=E, k=K, valid=valid, rem=rem, cur=cur, running=running, cost=cost,
+                       good=good)
         value = VECTOR_OBJECTIVES[objective](cols)
         lam = float(rescale_penalty)
-        if lam:
-            value = np.where(running[:, None] & ~cur, value - lam, value)
-        # left-align every row's valid options, as compile_problem lists them
-        order = np.argsort(~valid, axis=1, kind="stable")
-        width = int(valid.sum(axis=1).max()) if n else 0
-        order = order[:, :width]
-
-        def take(a):
-            return np.take_along_axis(a, order, axis=1)
-
-        valid = take(valid)
-        gpus = np.where(valid, take(K), 0)
-        batch = np.where(valid, take(B), 0)
-        value = np.where(valid, take(value), 0.0)
-        sps = np.where(valid, take(T), 0.0)
-        curr = take(cur) & valid
-        current = np.where(curr.any(axis=1), curr.argmax(axis=1), -1).astype(np.int64)
-        idle = ~running | bool(allow_preemption)
-        ids = tuple(st.id for st in jobs)
+        if lam:  # every option of a running job but its current one loses lam
+            keep_cur = value[ar, col]
+            value = value - np.where(running, lam, 0.0)[:, None]
+            value[ar[has_cur], col[has_cur]] = keep_cur[has_cur]
+        # left-align every row's valid options, as compile_problem lists them: the i-th valid entry (row-major),
+        # flat index src[i] of an [n, W] array, moves to flat index dst[i] of an [n, width] one
+        W = valid.shape[1]
+        src = np.flatnonzero(valid)
+        r = src // W
+        counts = valid.sum(axis=1)
+        width = int(counts.max()) if n else 0
+        first = np.cumsum(counts) - counts  # [j]: entries of the rows before j
+        dst = r * width + (np.arange(src.size) - first[r])
+        kbt = np.zeros((3, n * width))  # [field, j * width + o']: k, b, samples/s of job j's o'-th valid option
+        kbt[:, dst] = F[:_E].reshape(_E, n * W)[:, src]
+        kbt = kbt.reshape(3, n, width)
+        val = np.zeros(n * width)
+        val[dst] = value.ravel()[src]
+        val = val.reshape(n, width)
+        valid_out = np.zeros(n * width, bool)
+        valid_out[dst] = True
+        valid_out = valid_out.reshape(n, width)
+        current = np.full(n, -1, np.int64)
+        at_cur = np.flatnonzero(cur.ravel()[src])  # entries that are their job's current option
+        current[r[at_cur]] = dst[at_cur] - r[at_cur] * width
         tie_scale, bonus = tie_bonus(priority)
-        total = float(np.abs(value).max(axis=1).sum()) if width else 0.0
+        total = float(np.abs(val).max(axis=1).sum()) if width else 0.0
         scale = pick_scale(total, n, tie_scale)
-        utility = np.rint(value * scale).astype(np.int64) * tie_scale
+        utility = np.rint(val * scale).astype(np.int64) * tie_scale
         if bonus:
-            utility = utility + np.array([bonus.get(i, 0) for i in ids], dtype=np.int64)[:, None]
-        utility = np.where(valid, utility, 0)
+            utility += np.array([bonus.get(i, 0) for i in ids], dtype=np.int64)[:, None]
+        utility[~valid_out] = 0
+        job_ids = tuple(ids)
         return OptionTable(
-            job_ids=ids,
+            job_ids=job_ids,
             capacity=capacity,
             scale=int(scale),
             tie_scale=int(tie_scale),
-            gpus=gpus,
-            batch=batch,
+            gpus=kbt[_K].astype(np.int64),
+            batch=kbt[_B].astype(np.int64),
             utility=utility,
-            value=value,
-            samples_per_s=sps,
-            valid=valid,
-            idle_allowed=idle,
+            value=val,
+            samples_per_s=kbt[_T],
+            valid=valid_out,
+            idle_allowed=~running | bool(allow_preemption),
             current_option=current,
-            running_ids=tuple(i for i, r in zip(ids, running) if r),
-            stats={"n_jobs": n, "n_options": int(valid.sum()), "width": width, "capacity": capacity,
+            running_ids=tuple(i for i, run in zip(job_ids, running.tolist()) if run),
+            stats={"n_jobs": n, "n_options": int(src.size), "width": width, "capacity": capacity,
                    "capacities": (capacity,)},
-            gpu_type=np.zeros_like(gpus),
-            packed=np.zeros_like(valid),
+            gpu_type=np.zeros((n, width), np.int64),
+            packed=np.zeros((n, width), bool),
             types=cluster.types,
             capacities=np.array([capacity], dtype=np.int64),
-            pools=tuple(cluster.pools[t] for t in cluster.types),
+            pools=tuple(cluster.pools[t] for t in cluster.types) if nodes else None,
         )
 
     @staticmethod
     def _hysteresis_mask(rule, K, rate, kn, rem, cost, rnow, running, since) -> np.ndarray:
-        """``rule.allows`` for every option, as an array (same float operations)."""
-        r0 = rnow[:, None]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gain_ok = ~((r0 > 0) & (rate < (1.0 + rule.min_gain) * r0))
-            saved = rem[:, None] / r0 - rem[:, None] / rate
-            pay_ok = (r0 <= 0) | (saved > rule.payback_factor * cost[:, None])
-        allowed = gain_ok & pay_ok & (rate > 0)
+        """``rule.allows`` for every option, as an array (same float operations as the rule).
+
+        The per-job parts are folded into per-job thresholds, so that each option costs a few
+        comparisons: a queued job may take any option (k below +inf); a running job in its cool-down
+        none but its current one (k below 0, and no rate reaches +inf); past it a shrink, or an option
+        whose rate reaches ``(1 + min_gain)`` times the current one (any rate where that is unknown) and
+        saves more than ``payback_factor`` restart costs on the remaining work.  Valid options have a
+        positive rate, so the rule's ``rate > 0`` needs no test of its own: a zero rate fails both.
+        """
+        has_rate = rnow > 0
         cool = ~(since < rule.min_interval_restarts * cost)
-        return ~running[:, None] | (cool[:, None] & ((K < kn[:, None]) | allowed))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate_min = np.where(has_rate, (1.0 + rule.min_gain) * rnow, -np.inf)
+            t_now = np.where(has_rate, rem / rnow, np.inf)  # seconds left at the current rate
+            k_below = np.where(running, np.where(cool, kn, 0.0), np.inf)
+            rate_min = np.where(running & ~cool, np.inf, rate_min)
+            saved = t_now[:, None] - rem[:, None] / rate
+        return (K < k_below[:, None]) | ((rate >= rate_min[:, None]) & (saved > (rule.payback_factor * cost)[:, None]))

@@ -109,8 +109,11 @@ class ElasticPolicy:
         one_pool = cluster is None or len(cluster.types) == 1
         return self.incremental and one_pool and getattr(f, "standard", False) and self.objective in VECTOR_OBJECTIVES
 
-    def build_table(self, snapshot: Snapshot):
-        """The option table of the snapshot's problem, from the per-job cache (see ``incremental``)."""
+    def build_table(self, snapshot: Snapshot, nodes: bool = True):
+        """The option table of the snapshot's problem, from the per-job cache (see ``incremental``).
+
+        ``nodes=False`` leaves out the cluster's nodes (``OptionTable.pools``): see :meth:`allocate`.
+        """
         return self._cache.table(
             snapshot.jobs,
             snapshot.cluster,
@@ -120,6 +123,7 @@ class ElasticPolicy:
             rescale_penalty=self.rescale_penalty,
             priority=priority_order(snapshot, self.priority),
             allow_preemption=self.allow_preemption,
+            nodes=nodes,
         )
 
     def build_problem(self, snapshot: Snapshot) -> Problem:
@@ -135,11 +139,20 @@ class ElasticPolicy:
         )
 
     def allocate(self, snapshot: Snapshot) -> Allocation:
-        """Solve the snapshot's problem; raise SolverError if no allocation comes back."""
+        """Solve the snapshot's problem; raise SolverError if no allocation comes back.
+
+        On one pool (the per-job cache's case, no packed options) any allocation that fits the
+        GPU total can be placed (docs/design.md §2), and the policy answers (k, b) per job, not
+        GPU indices: the table is solved without its nodes, so no placement is computed that
+        nobody reads.
+        """
         if not snapshot.jobs:
             return Allocation({}, info={"solver": self.solver})
         t0 = time.perf_counter()
-        problem = self.build_table(snapshot) if self._uses_cache(snapshot.cluster) else self.build_problem(snapshot)
+        if self._uses_cache(snapshot.cluster):
+            problem = self.build_table(snapshot, nodes=False)
+        else:
+            problem = self.build_problem(snapshot)
         build_s = time.perf_counter() - t0
         sol = solve(problem, self.solver, time_limit_s=self.time_limit_s, **self.solver_options)
         if sol.status not in (Status.OPTIMAL, Status.FEASIBLE) and not (
@@ -149,9 +162,8 @@ class ElasticPolicy:
                 f"policy {self.name}: solver {self.solver!r} returned {sol.status.name} at "
                 f"t={snapshot.time_s:.1f}s ({sol.message}; infeasible jobs: {', '.join(sol.infeasible_jobs) or '-'})"
             )
-        assignments = {jid: (None if kb is None else (int(kb[0]), int(kb[1]))) for jid, kb in sol.allocation.items()}
         return Allocation(
-            assignments,
+            dict(sol.allocation),  # job -> (k, b) as Python ints, or None (Backend.solve builds it)
             solver_s=float(sol.build_s + sol.solve_s),
             info={
                 "solver": sol.solver,
