@@ -28,7 +28,7 @@ from elasticopt.models import Cluster, Job, Problem, Running
 from elasticopt.models.problem import Pool
 from elasticopt.profiles import get_profile, hetero_profile_names, profile_names
 
-__all__ = ["HETERO_FAMILIES", "NETWORK_PROFILES"]
+__all__ = ["HETERO_FAMILIES", "NETWORK_PROFILES", "hetero_pools"]
 
 #: Network -> per GPU type, its fitted profile (only the types where one was measured).
 NETWORK_PROFILES: dict[str, dict[str, str]] = {
@@ -61,7 +61,7 @@ SIA = {"t4": (24, 4), "a100": (16, 8), "v100": (24, 8)}
 GAVEL = {"k80": (1, 4), "p100": (1, 4), "v100": (1, 4)}
 
 
-def _pools(cluster: str, gpus: int) -> dict[str, Pool]:
+def hetero_pools(cluster: str, gpus: int) -> dict[str, Pool]:
     """G GPUs split over the types in the cluster's proportions (Sia: exactly its cluster at G = 64)."""
     if cluster == "sia":
         spec = {t: (n / 64, g) for t, (n, g) in SIA.items()}
@@ -117,7 +117,7 @@ def _running(rng, job: Job, cluster: Cluster, used: dict[str, list[int]]) -> Job
 
 def _hetero(rng, jobs: int, gpus: int, gpus_per_node: int, *, cluster: str = "sia", running_fraction: float = 0.3,
             **_) -> tuple[Cluster, list[Job], str]:
-    pools = _pools(cluster, gpus)
+    pools = hetero_pools(cluster, gpus)
     cl = Cluster(pools=pools)
     known = set(profile_names()) | set(hetero_profile_names())
     nets = []

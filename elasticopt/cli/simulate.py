@@ -7,6 +7,14 @@ Examples::
         --restart-cost-s 30 --horizon-s 86400 --out results/
     elasticopt simulate pollux/workloads/workload-6.csv --gpus 64 --gpus-per-node 4   # Pollux CSV
     elasticopt simulate wl.csv --gpus 64 --policy my_module:MyPolicy                  # your policy
+    elasticopt simulate --cluster sia-64 --jobs 300 --load 1.5 --node-aware \
+        --policy elastic --policy fixed-batch --policy static                      # heterogeneous
+
+``--cluster`` names node pools per GPU type (``sia-64``, ``sia-N``, ``gavel-N``,
+``t4:6x4,a100:2x8``, or a ``{"pools": ...}`` JSON file); without a WORKLOAD it
+generates jobs for it (each a network with a profile per GPU type) from
+``--jobs``, ``--load`` and ``--seed``.  Jobs of a workload file have one model,
+used on every type.
 """
 
 from __future__ import annotations
@@ -31,8 +39,12 @@ def register(subparsers) -> None:
     )
     p.add_argument("workload", nargs="?", help="workload file: elasticopt .csv/.json (docs/workloads.md) "
                    "or a Pollux CSV (name,time,application,num_replicas,batch_size)")
-    p.add_argument("--gpus", type=int, required=True, help="GPUs in the cluster")
+    p.add_argument("--gpus", type=int, default=None, help="GPUs in the cluster (one pool; required without --cluster)")
     p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
+    p.add_argument("--cluster", default=None, metavar="SPEC",
+                   help="node pools per GPU type: sia-64, sia-N, gavel-N, TYPE:NODESxGPUS,... or a pools .json")
+    p.add_argument("--node-aware", action="store_true",
+                   help="jobs of node-aware profiles run at their packed or spread rate; policies choose which")
     p.add_argument("--policy", action="append", dest="policies", metavar="NAME",
                    help="policy name or module:Class; repeat to compare (default: elastic, fixed-batch, static)")
     p.add_argument("--solver", default="dp",
@@ -94,6 +106,8 @@ def _generate(args) -> int:
     from elasticopt.scheduling.workload_generator import generate_workload
     from elasticopt.scheduling.workload import save_workload
 
+    if args.gpus is None:
+        raise ValidationError("--gpus", "the cluster's GPUs the load refers to", None)
     nets = [n.strip() for n in args.networks.split(",")] if args.networks else None
     jobs = generate_workload(args.jobs, args.gpus, args.load, seed=args.seed, networks=nets, trace=args.trace,
                              duration_max_s=args.duration_max_s, duration_scale=args.duration_scale)
@@ -153,9 +167,25 @@ def _config(args, seed: int):
         rule = dataclasses.replace(rule, min_interval_restarts=args.cooldown_restarts)
     if args.min_gain is not None:
         rule = dataclasses.replace(rule, min_gain=args.min_gain)
-    return SimulationConfig(gpus=args.gpus, gpus_per_node=args.gpus_per_node, restart_cost_s=args.restart_cost_s,
-                            horizon_s=args.horizon_s, tick_s=args.tick_s, seed=seed, throughput_noise=args.noise,
-                            payback=not args.no_payback, hysteresis=rule, progress=args.progress)
+    cluster = _cluster(args)
+    return SimulationConfig(gpus=args.gpus if cluster is None else cluster.gpus, gpus_per_node=args.gpus_per_node,
+                            restart_cost_s=args.restart_cost_s, horizon_s=args.horizon_s, tick_s=args.tick_s,
+                            seed=seed, throughput_noise=args.noise, payback=not args.no_payback, hysteresis=rule,
+                            progress=args.progress, cluster=cluster, node_aware=args.node_aware)
+
+
+def _cluster(args):
+    """The ``--cluster`` pools (None: one pool of ``--gpus``)."""
+    if args.cluster is None:
+        if args.gpus is None:
+            raise ValidationError("--gpus", "the cluster's GPUs (or --cluster SPEC)", None)
+        return None
+    from elasticopt.scheduling.hetero import cluster_preset
+
+    cluster = cluster_preset(args.cluster)
+    if args.gpus is not None and args.gpus != cluster.gpus:
+        raise ValidationError("--gpus", f"the GPUs of --cluster {args.cluster} ({cluster.gpus}) or nothing", args.gpus)
+    return cluster
 
 
 def _seeds(args) -> list[int]:
@@ -189,8 +219,8 @@ def run(args) -> int:
     """Run the subcommand."""
     if args.generate is not None:
         return _generate(args)
-    if args.workload is None:
-        raise ValidationError("simulate", "a WORKLOAD file (or --generate OUT)", None)
+    if args.workload is None and args.cluster is None:
+        raise ValidationError("simulate", "a WORKLOAD file (or --generate OUT, or --cluster SPEC)", None)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -200,7 +230,13 @@ def run(args) -> int:
     from elasticopt.solvers.options import parse_solver_arg
     from elasticopt.scheduling.records import write_jobs_csv, write_summary_json, write_timeline_csv
 
-    jobs = load_any(Path(args.workload))
+    if args.workload is None:
+        from elasticopt.scheduling.hetero import generate_hetero_workload
+
+        jobs = generate_hetero_workload(args.jobs, _cluster(args), args.load, seed=args.seed,
+                                        duration_max_s=args.duration_max_s, duration_scale=args.duration_scale)
+    else:
+        jobs = load_any(Path(args.workload))
     if not jobs:
         raise ValidationError(str(args.workload), "at least one job", 0)
     seeds = _seeds(args)
@@ -246,7 +282,8 @@ def run(args) -> int:
             write_timeline_csv(out / f"timeline-{safe}.csv", res.timeline)
         atomic_write_text(out / "results.csv", results_table(runs))
         write_summary_json(out / "summary.json", {
-            "workload": str(args.workload), "jobs": len(jobs), "config": _config(args, seeds[0]), "seeds": seeds,
+            "workload": str(args.workload) if args.workload else f"generated for --cluster {args.cluster}",
+            "jobs": len(jobs), "config": _config(args, seeds[0]), "seeds": seeds,
             "policy_options": options, "metrics": {r.policy: r.metrics for r in first}, "ratios": rat,
             "metrics_by_seed": {str(s): {r.policy: r.metrics for t, r in runs if t == s} for s in seeds},
             "wall_s": {r.policy: r.wall_s for r in first},

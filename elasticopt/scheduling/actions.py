@@ -7,20 +7,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Action", "plan_actions", "pays_back"]
+__all__ = ["Action", "Option", "Placed", "plan_actions", "pays_back"]
 
 #: A job's allocation: (GPUs k, global batch b); None where a job holds nothing.
 Option = tuple[int, int]
+#: Where a job's GPUs are: (GPU type, ((node index in its type's pool, (GPU indices, ...)), ...)), nodes increasing.
+Placed = tuple[str, tuple[tuple[int, tuple[int, ...]], ...]]
 
 
 @dataclass(frozen=True)
 class Action:
-    """One executor call: ``start``, ``rescale`` or ``stop`` (gpus = batch = 0)."""
+    """One executor call: ``start``, ``rescale`` or ``stop`` (gpus = batch = 0).
+
+    ``placement``: the GPUs to run on, where the autoscaler places jobs (None elsewhere).
+    """
 
     kind: Literal["start", "rescale", "stop"]
     job_id: str
     gpus: int = 0
     batch: int = 0
+    placement: Placed | None = None
 
 
 def plan_actions(
@@ -38,11 +44,13 @@ def plan_actions(
     Parameters
     ----------
     current
-        Job id -> current (k, b) or None (queued).  Every job of ``target``
-        should appear; a missing one counts as queued.
+        Job id -> current (k, b) or None (queued), or (k, b, placement) where
+        GPUs are placed.  Every job of ``target`` should appear; a missing one
+        counts as queued.
     target
-        Job id -> target (k, b) or None.  A job missing from ``target`` keeps
-        nothing: a running one is stopped.
+        Job id -> target, as ``current``.  A job missing from ``target`` keeps
+        nothing: a running one is stopped.  A job whose placement changes at
+        the same (k, b) is rescaled (moved).
     order
         Optional rank per job id to order actions within a group (default:
         job id order).
@@ -61,14 +69,16 @@ def plan_actions(
             continue
         if tgt is None:
             stops.append(Action("stop", jid))
-        elif cur is None:
-            starts.append(Action("start", jid, tgt[0], tgt[1]))
+            continue
+        where = tgt[2] if len(tgt) > 2 else None  # type: ignore[misc]
+        if cur is None:
+            starts.append(Action("start", jid, tgt[0], tgt[1], where))
         elif tgt[0] < cur[0]:
-            shrinks.append(Action("rescale", jid, tgt[0], tgt[1]))
+            shrinks.append(Action("rescale", jid, tgt[0], tgt[1], where))
         elif tgt[0] == cur[0]:
-            same.append(Action("rescale", jid, tgt[0], tgt[1]))
+            same.append(Action("rescale", jid, tgt[0], tgt[1], where))
         else:
-            grows.append(Action("rescale", jid, tgt[0], tgt[1]))
+            grows.append(Action("rescale", jid, tgt[0], tgt[1], where))
     return stops + shrinks + same + grows + starts
 
 

@@ -24,13 +24,15 @@ from dataclasses import dataclass
 
 from elasticopt.errors import ValidationError
 from elasticopt.models import Cluster
-from elasticopt.scheduling.actions import Action, Option, plan_actions
+from elasticopt.scheduling.actions import Action, Option, Placed, plan_actions
 from elasticopt.scheduling.adoption import adopted_track, check_finished, finished_track
+from elasticopt.scheduling.checks import check_allocation, target_types
 from elasticopt.scheduling.executor import Executor, JobSpec, Phase
 from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis
 from elasticopt.scheduling.policies.base import Policy
+from elasticopt.scheduling.placing import order_for_gpus, place_targets
 from elasticopt.scheduling.records import JobRecord, TimelinePoint
-from elasticopt.scheduling.state import PROGRESS_UNITS, Allocation, JobState, Snapshot, cached, option_error
+from elasticopt.scheduling.state import PROGRESS_UNITS, Allocation, JobState, Snapshot, cached
 from elasticopt.scheduling.tracking import JobHistory, JobTrack
 
 __all__ = ["Autoscaler", "Decision", "JobHistory", "check_allocation"]
@@ -56,26 +58,6 @@ class Decision:
     actions: tuple[Action, ...]
     vetoed: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
-
-
-def check_allocation(snapshot: Snapshot, allocation: Allocation, policy_name: str = "policy") -> None:
-    """Raise ValidationError unless the allocation fits the cluster and every option is feasible."""
-    active = {j.id: j for j in snapshot.jobs}
-    used = 0
-    for jid, kb in allocation.assignments.items():
-        if jid not in active:
-            raise ValidationError(f"{policy_name}.allocation[{jid!r}]", "an active job id", jid)
-        if kb is None:
-            continue
-        k, b = kb
-        why = option_error(active[jid].spec, k, b, snapshot.cluster.gpus)
-        if why is not None:
-            raise ValidationError(f"{policy_name}.allocation[{jid!r}]", "a feasible option", kb, hint=why)
-        used += k
-    if used > snapshot.cluster.gpus:
-        raise ValidationError(
-            f"{policy_name}.allocation", f"at most {snapshot.cluster.gpus} GPUs in total", used
-        )
 
 
 class Autoscaler:
@@ -165,6 +147,7 @@ class Autoscaler:
         return dataclasses.replace(
             spec,
             throughput=cached(spec.throughput),
+            throughputs=None if spec.throughputs is None else {t: cached(m) for t, m in spec.throughputs.items()},
             restart_cost_s=self.restart_cost_s if spec.restart_cost_s is None else spec.restart_cost_s,
         )
 
@@ -214,10 +197,12 @@ class Autoscaler:
         with self._lock:
             now = self.executor.now_s()
             states = []
+            places = self.executor.places_gpus
             for jid in self._active:
                 tr = self._tracks[jid]
                 p = self.executor.progress(jid)
                 phase = p.phase if p.gpus > 0 else Phase.QUEUED
+                placed = self.executor.placement(jid) if places and p.gpus > 0 else None  # type: ignore[attr-defined]
                 states.append(
                     JobState(
                         spec=tr.spec,
@@ -228,6 +213,8 @@ class Autoscaler:
                         since_rescale_s=None if tr.last_change_s is None else now - tr.last_change_s,
                         restart_cost_s=float(tr.spec.restart_cost_s or 0.0),
                         progress=self.progress,
+                        gpu_type=None if placed is None else placed[0],
+                        placed=placed,
                     )
                 )
             return Snapshot(time_s=now, cluster=self.cluster, jobs=tuple(states))
@@ -268,12 +255,17 @@ class Autoscaler:
         t0 = time.perf_counter()
         alloc = self.policy.allocate(snap) if snap.jobs else Allocation({})
         decision_s = time.perf_counter() - t0
-        check_allocation(snap, alloc, getattr(self.policy, "name", "policy"))
+        name = getattr(self.policy, "name", "policy")
+        check_allocation(snap, alloc, name)
         current = {j.id: j.allocation for j in snap.jobs}
         target = {j.id: alloc.get(j.id) for j in snap.jobs}
-        vetoed = self._veto(snap, target) if self.payback else []
+        types = target_types(snap, alloc, name)
+        vetoed = self._veto(snap, target, types) if self.payback else []
         order = {jid: i for i, jid in enumerate(self._active)}
-        actions = plan_actions(current, target, order)
+        if self.executor.places_gpus:
+            actions = self._placed_actions(snap, alloc, target, types, order)
+        else:
+            actions = plan_actions(current, target, order)
         failed = []
         for act in actions:
             if not self._apply(act, now):
@@ -295,29 +287,43 @@ class Autoscaler:
             self.on_decision(d)
         return d
 
-    def _veto(self, snap: Snapshot, target: dict[str, Option | None]) -> list[str]:
+    def _veto(self, snap: Snapshot, target: dict[str, Option | None], types: dict[str, str]) -> list[str]:
         vetoed = []
         for st in snap.running:
             tgt = target.get(st.id)
             if tgt is None or tgt[0] < st.gpus:
                 continue  # stops and shrinks release GPUs the target may count on: never vetoed
-            if not self.hysteresis.allows(st, *tgt):
+            if not self.hysteresis.allows(st, tgt[0], tgt[1], types.get(st.id)):
                 target[st.id] = st.allocation
+                if st.gpu_type is not None:
+                    types[st.id] = st.gpu_type
                 vetoed.append(st.id)
         return vetoed
+
+    def _placed_actions(self, snap: Snapshot, alloc: Allocation, target: dict[str, Option | None],
+                        types: dict[str, str], order: dict[str, int]) -> list[Action]:
+        """Actions that put every job on named GPUs (:mod:`~elasticopt.scheduling.placing`)."""
+        held: dict[str, Placed] = {j.id: j.placed for j in snap.jobs if j.placed is not None}
+        wants = {jid: (types[jid], kb[0], bool(alloc.packed.get(jid, False)))
+                 for jid, kb in target.items() if kb is not None}
+        placed = place_targets(self.cluster, wants, held, alloc.nodes)
+        now = {j.id: (j.gpus, j.batch, j.placed) if j.placed is not None else None for j in snap.jobs}
+        then = {jid: None if kb is None else (kb[0], kb[1], placed[jid]) for jid, kb in target.items()}
+        return order_for_gpus(plan_actions(now, then, order), held)
 
     def _apply(self, act: Action, now: float) -> bool:
         tr = self._tracks[act.job_id]
         cost = float(tr.spec.restart_cost_s or 0.0)
+        where = {} if act.placement is None else {"placement": act.placement}
         if act.kind == "start":
-            ok = self.executor.start(tr.spec, act.gpus, act.batch)
+            ok = self.executor.start(tr.spec, act.gpus, act.batch, **where)
             if ok:
                 tr.starts += 1
                 tr.restart_s += cost
                 if tr.first_start_s is None:
                     tr.first_start_s = now
         elif act.kind == "rescale":
-            ok = self.executor.rescale(act.job_id, act.gpus, act.batch)
+            ok = self.executor.rescale(act.job_id, act.gpus, act.batch, **where)
             if ok:
                 tr.rescales += 1
                 tr.restart_s += cost

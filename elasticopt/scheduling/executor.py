@@ -53,6 +53,18 @@ class JobSpec:
         Statistical efficiency E(b) (callable); None = the one fitted to the
         named profile (:func:`elasticopt.profiles.efficiency.get_efficiency`),
         if any, else E = 1.  Read it through :attr:`statistical_efficiency`.
+    throughputs
+        Heterogeneous clusters: per GPU type the job's throughput model (the
+        types it lacks it may not use); None = ``throughput`` on every type.
+        ``throughput`` stays the job's model for what knows no types (its
+        profile name, efficiency, the sizes of a workload file): give it the
+        model of :attr:`submitted_type`.
+    types
+        GPU types the job may use (None: every type it has a model for).
+    submitted_type
+        The GPU type the user asked for (what the type-blind ``static`` and
+        ``tiresias`` policies run it on); None = the first type of the cluster
+        the job may use.
     """
 
     id: str
@@ -70,6 +82,23 @@ class JobSpec:
     restart_cost_s: float | None = None
     payload: Mapping[str, Any] = field(default_factory=dict)
     efficiency: Callable[[int], float] | None = None
+    throughputs: Mapping[str, ThroughputModel] | None = None
+    types: tuple[str, ...] | None = None
+    submitted_type: str | None = None
+
+    def model_for(self, gpu_type: str) -> ThroughputModel | None:
+        """The throughput model on ``gpu_type``; None where the job may not use that type."""
+        if self.types is not None and gpu_type not in self.types:
+            return None
+        if self.throughputs is None:
+            return self.throughput
+        return self.throughputs.get(gpu_type)
+
+    def type_on(self, cluster_types: tuple[str, ...]) -> str | None:
+        """The type the job was submitted for on a cluster of these types (None: it may use none)."""
+        if self.submitted_type is not None:
+            return self.submitted_type if self.model_for(self.submitted_type) is not None else None
+        return next((t for t in cluster_types if self.model_for(t) is not None), None)
 
     @property
     def statistical_efficiency(self) -> Callable[[int], float] | None:
@@ -135,9 +164,16 @@ class Executor(ABC):
     restart cost, then :attr:`Phase.RUNNING`; ``stop`` returns it to the queue
     keeping its progress (a checkpoint).  Calls for a job that has completed or
     failed are ignored and return False with the reason logged; otherwise True.
+
+    An executor with :attr:`places_gpus` runs each job on exactly the GPUs the
+    autoscaler names: ``start`` and ``rescale`` then take ``placement=(GPU type,
+    ((node, GPU indices), ...))`` and :meth:`placement` reports where a job runs.
+    Others (the launcher's) pick the devices themselves.
     """
 
     listener: ExecutorListener | None = None
+    #: Whether start/rescale take the GPUs to use (``placement=``) from the autoscaler.
+    places_gpus: bool = False
 
     def set_listener(self, listener: ExecutorListener) -> None:
         """Register the object that receives completion/failure/throughput callbacks."""

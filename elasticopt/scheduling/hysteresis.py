@@ -60,16 +60,20 @@ class Hysteresis:
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValidationError(f"hysteresis.{name}", "a finite number >= 0", v)
 
-    def allows(self, state: JobState, gpus: int, batch: int) -> bool:
-        """Whether the running job ``state`` may change to (gpus, batch) (always True for a queued job)."""
-        if not state.is_running or (gpus, batch) == state.allocation:
+    def allows(self, state: JobState, gpus: int, batch: int, gpu_type: str | None = None) -> bool:
+        """Whether the running job ``state`` may change to (gpus, batch) (always True for a queued job).
+
+        ``gpu_type``: the option's GPU type (None: the type it runs on); a move to another type is a change.
+        """
+        same_type = gpu_type is None or gpu_type == state.gpu_type
+        if not state.is_running or ((gpus, batch) == state.allocation and same_type):
             return True
         since = state.since_rescale_s
         if since is not None and since < self.min_interval_restarts * state.restart_cost_s:
             return False
         if gpus < state.gpus:
             return True
-        rate_new = state.progress_per_s(gpus, batch)
+        rate_new = state.progress_per_s(gpus, batch, gpu_type)
         if rate_new is None or rate_new <= 0:
             return False
         rate_now = state.progress_per_s(state.gpus, state.batch) or 0.0
@@ -87,8 +91,8 @@ class Hysteresis:
 DEFAULT_HYSTERESIS = Hysteresis(min_gain=0.0, payback_factor=1.0, min_interval_restarts=15.0)
 
 
-def option_filter(state: JobState, rule: Hysteresis = DEFAULT_HYSTERESIS) -> Callable[[int, int], bool] | None:
-    """The options of a running job that ``rule`` allows, as a filter (None for a queued job)."""
+def option_filter(state: JobState, rule: Hysteresis = DEFAULT_HYSTERESIS) -> Callable[..., bool] | None:
+    """The options of a running job that ``rule`` allows, as a filter ``(k, b[, gpu_type])`` (None if queued)."""
     if not state.is_running:
         return None
-    return lambda k, b: rule.allows(state, k, b)
+    return lambda k, b, gpu_type=None: rule.allows(state, k, b, gpu_type)

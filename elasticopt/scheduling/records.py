@@ -143,8 +143,8 @@ def write_timeline_csv(path: str | os.PathLike[str], points: Sequence[TimelinePo
 
 
 def _jsonable(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return _jsonable(dataclasses.asdict(obj))
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # field by field (asdict copies mappingproxies)
+        return {f.name: _jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, Mapping):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -159,7 +159,6 @@ def _jsonable(obj: Any) -> Any:
 def write_summary_json(path: str | os.PathLike[str], summary: Mapping[str, Any]) -> Path:
     """Write a summary mapping as indented JSON with sorted keys (atomically).
 
-    Dataclasses are converted with :func:`dataclasses.asdict`; NaN and
-    infinities become null.
+    Dataclasses become mappings of their fields; NaN and infinities become null.
     """
     return atomic_write_text(path, json.dumps(_jsonable(summary), indent=2, sort_keys=True) + "\n")

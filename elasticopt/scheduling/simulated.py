@@ -10,16 +10,26 @@ lower efficiency.  The model is by default the one the scheduler believes
 start and rescale costs ``JobSpec.restart_cost_s`` seconds without progress
 (phase RESTARTING) while the job holds its new GPUs.  Progress is computed
 lazily from the last change, so advancing the clock is O(1).
+
+Given a cluster (node pools), the executor runs each job on exactly the GPUs
+it is given (``placement=(type, ((node, GPU indices), ...))``, from the
+autoscaler) at the rate of its model for that GPU type; with ``node_aware``, a
+node-aware profile's rate on the number of nodes the job spans (packed or
+spread).  It refuses a GPU that does not exist or is held by another job: no
+GPU is ever used twice, no pool ever holds more jobs' GPUs than it has.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from elasticopt.errors import ValidationError
+from elasticopt.models import Cluster
+from elasticopt.scheduling.actions import Placed
 from elasticopt.scheduling.executor import Executor, JobProgress, JobSpec, Phase
 
 __all__ = ["SimulatedExecutor", "ScaledThroughput", "Segment"]
@@ -45,13 +55,25 @@ class ScaledThroughput:
     def candidates(self, gpus_max: int, batch_min: int, batch_max: int) -> list[tuple[int, int]]:
         return self.base.candidates(gpus_max, batch_min, batch_max)  # type: ignore[attr-defined]
 
+    def __getattr__(self, attr: str):
+        if attr == "samples_per_s_on_nodes":  # only where the base model has it
+            on_nodes = getattr(self.base, attr)
+
+            def scaled(gpus: int, batch: int, nodes: int) -> float | None:
+                t = on_nodes(gpus, batch, nodes)
+                return None if t is None else t * self.factor
+
+            return scaled
+        raise AttributeError(attr)
+
 
 @dataclass(frozen=True)
 class Segment:
     """A stretch of time a job held (gpus, batch); progress starts at ``run_from_s``.
 
     ``samples_per_s`` and ``samples`` are in the executor's progress unit
-    (effective samples under goodput accounting).
+    (effective samples under goodput accounting); ``placement`` the GPUs it
+    held, where the executor places jobs.
     """
 
     job_id: str
@@ -62,6 +84,7 @@ class Segment:
     samples_per_s: float
     run_from_s: float
     samples: float
+    placement: Placed | None = None
 
 
 @dataclass
@@ -78,6 +101,8 @@ class _SimJob:
     since_s: float = 0.0
     generation: int = 0
     segments: list[Segment] = field(default_factory=list)
+    placement: Placed | None = None
+    models: dict = field(default_factory=dict)  # GPU type -> true model
 
 
 class SimulatedExecutor(Executor):
@@ -93,17 +118,34 @@ class SimulatedExecutor(Executor):
         checks and plots.
     progress
         ``"samples"`` (default) or ``"goodput"`` (module docstring).
+    cluster
+        The node pools: jobs then run on the GPUs they are given (``placement``),
+        checked GPU by GPU; None: GPU counts only.
+    node_aware
+        Rate of a node-aware profile on the nodes a job spans (module docstring).
     """
+
+    places_gpus = True
 
     def __init__(
         self,
         true_throughput: Callable[[JobSpec], object] | None = None,
         record_segments: bool = True,
         progress: str = "samples",
+        cluster: Cluster | None = None,
+        node_aware: bool = False,
     ):
         if progress not in ("samples", "goodput"):
             raise ValidationError("progress", "'samples' or 'goodput'", progress)
         self.progress_unit = progress
+        self.cluster = cluster
+        self.node_aware = node_aware
+        self.places_gpus = cluster is not None
+        # (GPU type, node, GPU index) -> the job holding it
+        self._held: dict[tuple[str, int, int], str] = {}
+        self._exists = set() if cluster is None else {
+            (t, n, i) for t, pool in cluster.pools.items() for n, ix in enumerate(pool.free_gpus()) for i in ix  # type: ignore[union-attr]
+        }
         self._now = 0.0
         self._jobs: dict[str, _SimJob] = {}
         self._changed: set[str] = set()
@@ -121,7 +163,7 @@ class SimulatedExecutor(Executor):
         self._now = float(time_s)
 
     # ---- executor interface -------------------------------------------
-    def start(self, job: JobSpec, gpus: int, batch: int) -> bool:
+    def start(self, job: JobSpec, gpus: int, batch: int, placement: Placed | None = None) -> bool:
         sj = self._jobs.get(job.id)
         if sj is None:
             model = self._true(job) if self._true is not None else job.throughput
@@ -132,16 +174,25 @@ class SimulatedExecutor(Executor):
         if sj.gpus > 0:
             log.info("start of %s ignored: already holds %d GPUs", job.id, sj.gpus)
             return False
-        self._assign(sj, gpus, batch)
+        self._assign(sj, gpus, batch, placement)
         return True
 
-    def rescale(self, job_id: str, gpus: int, batch: int) -> bool:
+    def rescale(self, job_id: str, gpus: int, batch: int, placement: Placed | None = None) -> bool:
         sj = self._jobs.get(job_id)
         if sj is None or sj.gpus == 0 or sj.phase in (Phase.COMPLETED, Phase.FAILED):
             log.info("rescale of %s ignored: not running", job_id)
             return False
-        self._assign(sj, gpus, batch)
+        self._assign(sj, gpus, batch, placement)
         return True
+
+    def placement(self, job_id: str) -> Placed | None:
+        """Where the job's GPUs are (None while it holds none, or without a cluster)."""
+        sj = self._jobs.get(job_id)
+        return None if sj is None else sj.placement
+
+    def held(self) -> dict[tuple[str, int, int], str]:
+        """Every GPU held now, ``(type, node, index) -> job id``."""
+        return dict(self._held)
 
     def stop(self, job_id: str) -> bool:
         sj = self._jobs.get(job_id)
@@ -149,6 +200,7 @@ class SimulatedExecutor(Executor):
             log.info("stop of %s ignored: not running", job_id)
             return False
         self._close(sj)
+        self._release(sj)
         sj.gpus = sj.batch = 0
         sj.rate = 0.0
         sj.phase = Phase.QUEUED
@@ -195,6 +247,7 @@ class SimulatedExecutor(Executor):
         """Mark the job done now (it processed exactly its samples) and tell the listener."""
         sj = self._jobs[job_id]
         self._close(sj)
+        self._release(sj)
         sj.anchor_done = float(sj.spec.total_samples)
         sj.gpus = sj.batch = 0
         sj.rate = 0.0
@@ -228,18 +281,64 @@ class SimulatedExecutor(Executor):
         if sj.gpus > 0 and self.record_segments:
             sj.segments.append(
                 Segment(sj.spec.id, sj.since_s, self._now, sj.gpus, sj.batch, sj.rate,
-                        max(sj.anchor_s, sj.resume_s), done - sj.anchor_done)
+                        max(sj.anchor_s, sj.resume_s), done - sj.anchor_done, sj.placement)
             )
         sj.anchor_done = done
         sj.anchor_s = self._now
 
-    def _assign(self, sj: _SimJob, gpus: int, batch: int) -> None:
-        rate = sj.model.samples_per_s(gpus, batch)  # type: ignore[attr-defined]
+    def _release(self, sj: _SimJob) -> None:
+        if sj.placement is not None:
+            for g in _gpus(sj.placement):
+                del self._held[g]
+        sj.placement = None
+
+    def _model(self, sj: _SimJob, gpu_type: str | None) -> object:
+        """The job's true model on ``gpu_type`` (its one model where it has no per-type models)."""
+        if gpu_type is None or sj.spec.throughputs is None:
+            return sj.model
+        m = sj.models.get(gpu_type)
+        if m is None:
+            base = sj.spec.model_for(gpu_type)
+            if base is None:
+                raise ValidationError(f"job {sj.spec.id!r}", "a GPU type it may use", gpu_type)
+            m = sj.models[gpu_type] = self._true(dataclasses.replace(sj.spec, throughput=base)) if self._true else base
+        return m
+
+    def _check_gpus(self, sj: _SimJob, gpus: int, placement: Placed | None) -> None:
+        if self.cluster is None:
+            if placement is not None:
+                raise ValidationError(f"job {sj.spec.id!r}.placement", "None (this executor has no cluster)", placement)
+            return
+        if placement is None:
+            raise ValidationError(f"job {sj.spec.id!r}.placement", "the GPUs to run on", None)
+        mine = _gpus(placement)
+        if len(set(mine)) != gpus or len(mine) != gpus:
+            raise ValidationError(f"job {sj.spec.id!r}.placement", f"{gpus} distinct GPUs", placement)
+        for g in mine:
+            if g not in self._exists:
+                raise ValidationError(f"job {sj.spec.id!r}.placement", "GPUs of the cluster's pools", g)
+            other = self._held.get(g)
+            if other is not None and other != sj.spec.id:
+                raise ValidationError(f"job {sj.spec.id!r}.placement", f"free GPUs ({g} is held by {other!r})", g)
+
+    def _assign(self, sj: _SimJob, gpus: int, batch: int, placement: Placed | None = None) -> None:
+        self._check_gpus(sj, gpus, placement)
+        model = self._model(sj, None if placement is None else placement[0])
+        on_nodes = getattr(model, "samples_per_s_on_nodes", None) if self.node_aware and placement else None
+        if on_nodes is not None and gpus > 1:
+            rate = on_nodes(gpus, batch, len(placement[1]))  # type: ignore[index]
+        else:
+            rate = model.samples_per_s(gpus, batch)  # type: ignore[attr-defined]
         if rate is None or not (math.isfinite(rate) and rate > 0):
             raise ValidationError(
                 f"job {sj.spec.id!r}", "an option its true throughput model knows", (gpus, batch)
             )
         self._close(sj)
+        self._release(sj)
+        if placement is not None:
+            sj.placement = placement
+            for g in _gpus(placement):
+                self._held[g] = sj.spec.id
         measured = float(rate)
         if self.progress_unit == "goodput":
             eff = sj.spec.statistical_efficiency
@@ -252,3 +351,8 @@ class SimulatedExecutor(Executor):
         self._changed.add(sj.spec.id)
         if self.listener is not None:
             self.listener.on_throughput(sj.spec.id, gpus, batch, measured)
+
+
+def _gpus(placement: Placed) -> list[tuple[str, int, int]]:
+    t, nodes = placement
+    return [(t, n, i) for n, ix in nodes for i in ix]

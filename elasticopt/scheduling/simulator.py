@@ -43,7 +43,11 @@ class SimulationConfig:
     Parameters
     ----------
     gpus, gpus_per_node
-        The cluster.
+        The cluster: one pool of ``gpus`` GPUs on nodes of ``gpus_per_node``.
+    cluster
+        Node pools per GPU type instead (``gpus`` must be their total GPUs),
+        e.g. :func:`~elasticopt.scheduling.clusters.cluster_preset` ``("sia-64")``.
+        Either way every job runs on named GPUs, checked GPU by GPU.
     restart_cost_s
         Seconds without progress at every start and rescale (jobs with their
         own ``restart_cost_s`` keep it).
@@ -67,6 +71,10 @@ class SimulationConfig:
         paper's assumption: any batch in range is as good); ``"goodput"``:
         after ``total_samples`` *effective* samples, each sample at batch b
         worth E(b) (statistical efficiency).
+    node_aware
+        A job of a node-aware profile runs at its rate on the nodes it spans
+        (packed or spread), and policies that accept ``node_aware`` are given
+        it (they then choose packed or spread options).
     """
 
     gpus: int
@@ -79,6 +87,8 @@ class SimulationConfig:
     payback: bool = True
     hysteresis: Hysteresis | None = None
     progress: str = "samples"
+    cluster: Cluster | None = None
+    node_aware: bool = False
 
     def __post_init__(self) -> None:
         if self.progress not in PROGRESS_UNITS:
@@ -89,6 +99,12 @@ class SimulationConfig:
             raise ValidationError("tick_s", "a number > 0 or None", self.tick_s)
         if self.throughput_noise < 0:
             raise ValidationError("throughput_noise", "a number >= 0", self.throughput_noise)
+        if self.cluster is not None and self.cluster.gpus != self.gpus:
+            raise ValidationError("gpus", f"the cluster's GPUs ({self.cluster.gpus})", self.gpus)
+
+    def the_cluster(self) -> Cluster:
+        """The simulated cluster (``cluster``, or one pool of ``gpus`` GPUs)."""
+        return self.cluster if self.cluster is not None else Cluster(self.gpus, self.gpus_per_node)
 
 
 @dataclass(frozen=True)
@@ -142,7 +158,8 @@ def simulate(
     """
     wall0 = time.perf_counter()
     if isinstance(policy, str):
-        opts = {"payback": config.payback, **({"hysteresis": config.hysteresis} if config.hysteresis else {})}
+        opts = {"payback": config.payback, **({"hysteresis": config.hysteresis} if config.hysteresis else {}),
+                **({"node_aware": True} if config.node_aware else {})}
         policy = get_policy(policy, **{**opts, **(policy_options or {})})
     ids = [j.id for j in workload]
     if len(set(ids)) != len(ids):
@@ -151,8 +168,9 @@ def simulate(
         rng = np.random.default_rng(config.seed)
         factors = dict(zip(ids, np.exp(rng.normal(0.0, config.throughput_noise, len(ids))).tolist()))
         true_throughput = lambda spec: ScaledThroughput(spec.throughput, factors[spec.id])  # noqa: E731
-    executor = SimulatedExecutor(true_throughput=true_throughput, record_segments=True, progress=config.progress)
-    cluster = Cluster(config.gpus, config.gpus_per_node)
+    cluster = config.the_cluster()
+    executor = SimulatedExecutor(true_throughput=true_throughput, record_segments=True, progress=config.progress,
+                                 cluster=cluster, node_aware=config.node_aware)
     scaler = Autoscaler(
         executor, cluster, policy, restart_cost_s=config.restart_cost_s, payback=config.payback,
         hysteresis=config.hysteresis, progress=config.progress,

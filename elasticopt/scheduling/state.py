@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elasticopt.models import Cluster, Job, Running
-from elasticopt.scheduling.actions import Option
+from elasticopt.scheduling.actions import Option, Placed
 from elasticopt.scheduling.executor import JobSpec, Phase
 
 __all__ = [
@@ -58,6 +58,11 @@ class JobState:
         ``"goodput"`` (effective samples: samples times the statistical
         efficiency E(b) of their batch); ``samples_done`` and the job's
         ``total_samples`` are in that unit.
+    gpu_type
+        The GPU type it runs on (None while queued, or where nobody places jobs).
+    placed
+        Where its GPUs are, ``(type, ((node, GPU indices), ...))``, where the
+        executor places jobs on named GPUs (None otherwise).
     """
 
     spec: JobSpec
@@ -68,6 +73,8 @@ class JobState:
     since_rescale_s: float | None
     restart_cost_s: float
     progress: str = "samples"
+    gpu_type: str | None = None
+    placed: Placed | None = None
 
     @property
     def id(self) -> str:
@@ -96,9 +103,16 @@ class JobState:
             return None
         return self.spec.throughput.samples_per_s(self.gpus, self.batch)
 
-    def progress_per_s(self, gpus: int, batch: int) -> float | None:
-        """Believed progress rate on (gpus, batch) in :attr:`progress` units per second (None if unknown)."""
-        t = self.spec.throughput.samples_per_s(gpus, batch)
+    def progress_per_s(self, gpus: int, batch: int, gpu_type: str | None = None) -> float | None:
+        """Believed progress rate on (gpus, batch) in :attr:`progress` units per second (None if unknown).
+
+        On ``gpu_type`` (default: the type it runs on; the job's one model where it has no types).
+        """
+        gpu_type = gpu_type or self.gpu_type
+        model = self.spec.throughput if gpu_type is None else self.spec.model_for(gpu_type)
+        if model is None:
+            return None
+        t = model.samples_per_s(gpus, batch)
         if t is None or self.progress != "goodput":
             return t
         eff = self.spec.statistical_efficiency
@@ -157,11 +171,25 @@ class Allocation:
         Seconds the solver itself reported (0 for policies without one).
     info
         Free-form details (solver name, status, objective) for the records.
+    gpu_types
+        Per job with GPUs, the GPU type (required on a cluster of several
+        types; on one type it is that type).
+    packed
+        Jobs whose option must sit on the fewest nodes, ceil(k / g).
+    nodes
+        Optionally, a placement of every job with GPUs, ``job -> (type,
+        ((node, GPU indices), ...))``, that fits the nodes (a solver's): the
+        autoscaler keeps running jobs on their GPUs where it can, and places
+        a pool as given here where keeping them would leave a packed job
+        spread (:mod:`elasticopt.scheduling.placing`).
     """
 
     assignments: Mapping[str, Option | None]
     solver_s: float = 0.0
     info: Mapping[str, Any] = field(default_factory=dict)
+    gpu_types: Mapping[str, str] = field(default_factory=dict)
+    packed: Mapping[str, bool] = field(default_factory=dict)
+    nodes: Mapping[str, Placed] = field(default_factory=dict)
 
     def get(self, job_id: str) -> Option | None:
         """Target of one job (None = holds no GPUs)."""
@@ -173,7 +201,9 @@ class Allocation:
         return sum(v[0] for v in self.assignments.values() if v is not None)
 
 
-def option_error(spec: JobSpec, gpus: int, batch: int, cluster_gpus: int | None = None) -> str | None:
+def option_error(
+    spec: JobSpec, gpus: int, batch: int, cluster_gpus: int | None = None, gpu_type: str | None = None
+) -> str | None:
     """Why (k, b) is not a feasible option for ``spec`` (docs/design.md §2), or None if it is.
 
     Parameters
@@ -183,7 +213,9 @@ def option_error(spec: JobSpec, gpus: int, batch: int, cluster_gpus: int | None 
     gpus, batch
         The option.
     cluster_gpus
-        Also reject k above the cluster size when given.
+        Also reject k above the cluster size (of ``gpu_type``) when given.
+    gpu_type
+        The GPU type (None: the job's one model).
     """
     if gpus < spec.gpus_min or (spec.gpus_max is not None and gpus > spec.gpus_max):
         return f"k={gpus} outside [{spec.gpus_min}, {spec.gpus_max or 'inf'}]"
@@ -195,9 +227,12 @@ def option_error(spec: JobSpec, gpus: int, batch: int, cluster_gpus: int | None 
         return f"k={gpus} does not divide b={batch}"
     if batch // gpus > spec.max_local:
         return f"local batch {batch // gpus} above max_local {spec.max_local}"
-    t = spec.throughput.samples_per_s(gpus, batch)
+    model = spec.throughput if gpu_type is None else spec.model_for(gpu_type)
+    if model is None:
+        return f"the job may not use GPU type {gpu_type!r}"
+    t = model.samples_per_s(gpus, batch)
     if t is None or not (math.isfinite(t) and t > 0):
-        return f"throughput model {spec.throughput.name!r} does not know (k={gpus}, b={batch})"
+        return f"throughput model {model.name!r} does not know (k={gpus}, b={batch})"
     return None
 
 
@@ -272,7 +307,7 @@ def cached(model: Any) -> Any:
     return model if isinstance(model, CachedThroughput) else CachedThroughput(model)
 
 
-def to_model_job(state: JobState, allowed: Callable[[int, int], bool] | None = None) -> Job:
+def to_model_job(state: JobState, allowed: Callable[..., bool] | None = None, nodes: bool = False) -> Job:
     """The :class:`elasticopt.models.Job` of an active job (docs/design.md §2).
 
     Parameters
@@ -280,13 +315,29 @@ def to_model_job(state: JobState, allowed: Callable[[int, int], bool] | None = N
     state
         The job's state in the snapshot.
     allowed
-        Optional filter on its options; its current option is always kept.
+        Optional filter on its options, ``allowed(k, b)``; for a job with a model per GPU type
+        (``JobSpec.throughputs``) ``allowed(k, b, gpu_type)``.  Its current option is always kept.
+    nodes
+        Give a running job's nodes (``Running.nodes``: its current option is packed iff they are
+        the fewest), for node-aware problems.
     """
     spec = state.spec
-    model = spec.throughput
-    if allowed is not None:
-        cur = state.allocation
-        model = RestrictedThroughput(model, lambda k, b: (k, b) == cur or allowed(k, b))
+    cur = state.allocation
+    if spec.throughputs is None:
+        model: object = spec.throughput
+        if allowed is not None:
+            model = RestrictedThroughput(model, lambda k, b: (k, b) == cur or allowed(k, b))
+    else:
+        model = {}
+        for t, m in spec.throughputs.items():
+            if allowed is not None:
+                now = cur if t == state.gpu_type else None
+                m = RestrictedThroughput(m, lambda k, b, t=t, now=now: (k, b) == now or allowed(k, b, t))
+            model[t] = m  # type: ignore[index]
+    running = None
+    if state.is_running:
+        where = tuple(n for n, _ in state.placed[1]) if (nodes and state.placed) else None
+        running = Running(state.gpus, state.batch, state.gpu_type, where)
     remaining = state.remaining_samples
     return Job(
         id=spec.id,
@@ -296,8 +347,9 @@ def to_model_job(state: JobState, allowed: Callable[[int, int], bool] | None = N
         max_local=spec.max_local,
         gpus_min=spec.gpus_min,
         gpus_max=spec.gpus_max,
-        running=Running(state.gpus, state.batch) if state.is_running else None,
+        running=running,
         remaining_samples=remaining if remaining > 0 else None,
         weight=spec.weight,
         efficiency=spec.statistical_efficiency,
+        types=spec.types,
     )

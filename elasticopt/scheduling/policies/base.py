@@ -26,9 +26,10 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from elasticopt.errors import ValidationError
-from elasticopt.scheduling.state import Allocation, Snapshot
+from elasticopt.scheduling.state import Allocation, JobState, Snapshot
 
-__all__ = ["Policy", "register_policy", "get_policy", "available_policies", "priority_order"]
+__all__ = ["Policy", "register_policy", "get_policy", "available_policies", "priority_order", "require_one_type",
+           "submitted_type"]
 
 
 @runtime_checkable
@@ -149,3 +150,22 @@ def _best_per_gpu_rate(state) -> float:
         if t and k >= 1:
             best = max(best, t / k)
     return best
+
+
+def require_one_type(snapshot: Snapshot, policy_name: str) -> None:
+    """Refuse a cluster of several GPU types, for a policy that cannot choose types (ValidationError)."""
+    types = snapshot.cluster.types
+    if len(types) > 1:
+        raise ValidationError(
+            f"policy {policy_name!r}", "a cluster of one GPU type", ", ".join(types),
+            hint="it cannot choose GPU types; on several types use elastic, elastic-goodput, fixed-batch, "
+            "static, static-backfill or tiresias",
+        )
+
+
+def submitted_type(state: JobState, cluster_types: tuple[str, ...]) -> str | None:
+    """The GPU type a type-blind policy runs a job on: the one it runs on, else the one it was submitted for.
+
+    The submitted type is ``JobSpec.submitted_type``, or the first type of the cluster the job may use.
+    """
+    return state.gpu_type if state.is_running and state.gpu_type else state.spec.type_on(cluster_types)

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from elasticopt.errors import SolverError
 from elasticopt.models import Problem
 from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis, option_filter
 from elasticopt.scheduling.optioncache import VECTOR_OBJECTIVES, OptionCache
 from elasticopt.scheduling.policies.base import priority_order, register_policy
+from elasticopt.scheduling.actions import Placed
 from elasticopt.scheduling.state import Allocation, JobState, Snapshot, to_model_job
 from elasticopt.solvers import Status, solve
 
-__all__ = ["ElasticPolicy", "payback_filter"]
+__all__ = ["ElasticPolicy", "payback_filter", "solution_nodes"]
 
 
 def payback_filter(state: JobState, margin: float = 1.0) -> Callable[[int, int], bool] | None:
@@ -25,6 +26,16 @@ def payback_filter(state: JobState, margin: float = 1.0) -> Callable[[int, int],
     plan GPUs that the autoscaler would then veto.
     """
     return option_filter(state, dataclasses.replace(DEFAULT_HYSTERESIS, payback_factor=margin))
+
+
+def solution_nodes(placement: Mapping[str, Mapping[str, tuple[int, ...]]],
+                   gpu_types: Mapping[str, str]) -> dict[str, Placed]:
+    """A solution's placement (job -> {"type/node": GPU indices}) as ``job -> (type, ((node, GPUs), ...))``."""
+    out = {}
+    for jid, by_node in placement.items():
+        nodes = tuple(sorted((int(name.rsplit("/", 1)[1]), tuple(ix)) for name, ix in by_node.items()))
+        out[jid] = (gpu_types[jid], nodes)
+    return out
 
 
 @register_policy("elastic")
@@ -66,6 +77,17 @@ class ElasticPolicy:
     solver_options
         Extra keyword options for :func:`elasticopt.solvers.solve` (e.g.
         ``reduce=False``).
+    node_aware
+        Offer node-aware profiles packed (fewest nodes) and spread, each at
+        its own throughput (``Problem.node_aware``); the allocation then says
+        which jobs are packed.
+
+    On a cluster of several GPU types the problem is compiled with the pools,
+    the jobs' models per type (``JobSpec.throughputs``) and the running jobs'
+    types and nodes; the allocation names every job's type, whether it is
+    packed, and the solver's placement (``Allocation.nodes``), which the
+    autoscaler uses where keeping running jobs on their GPUs would spread a
+    packed job.
     """
 
     name = "elastic"
@@ -82,6 +104,7 @@ class ElasticPolicy:
         solver_options: dict | None = None,
         hysteresis: Hysteresis | None = None,
         incremental: bool = True,
+        node_aware: bool = False,
     ):
         self.solver = solver
         self.objective = objective
@@ -93,6 +116,7 @@ class ElasticPolicy:
         self.solver_options = dict(solver_options or {})
         self.hysteresis = DEFAULT_HYSTERESIS if hysteresis is None else hysteresis
         self.incremental = incremental
+        self.node_aware = bool(node_aware)
         self._cache = OptionCache()
 
     #: Whether every job keeps its submitted batch (the fixed-batch baseline).
@@ -107,7 +131,7 @@ class ElasticPolicy:
     def _uses_cache(self, cluster=None) -> bool:
         f = type(self).option_filter
         one_pool = cluster is None or len(cluster.types) == 1
-        return self.incremental and one_pool and getattr(f, "standard", False) and self.objective in VECTOR_OBJECTIVES
+        return self.incremental and one_pool and not self.node_aware and getattr(f, "standard", False) and self.objective in VECTOR_OBJECTIVES
 
     def build_table(self, snapshot: Snapshot, nodes: bool = True):
         """The option table of the snapshot's problem, from the per-job cache (see ``incremental``).
@@ -128,7 +152,7 @@ class ElasticPolicy:
 
     def build_problem(self, snapshot: Snapshot) -> Problem:
         """The allocation problem of a snapshot."""
-        jobs = tuple(to_model_job(st, self.option_filter(st)) for st in snapshot.jobs)
+        jobs = tuple(to_model_job(st, self.option_filter(st), nodes=self.node_aware) for st in snapshot.jobs)
         return Problem(
             cluster=snapshot.cluster,
             jobs=jobs,
@@ -136,20 +160,23 @@ class ElasticPolicy:
             allow_preemption=self.allow_preemption,
             rescale_penalty=self.rescale_penalty,
             priority=priority_order(snapshot, self.priority),
+            node_aware=self.node_aware,
         )
 
     def allocate(self, snapshot: Snapshot) -> Allocation:
         """Solve the snapshot's problem; raise SolverError if no allocation comes back.
 
         On one pool (the per-job cache's case, no packed options) any allocation that fits the
-        GPU total can be placed (docs/design.md §2), and the policy answers (k, b) per job, not
-        GPU indices: the table is solved without its nodes, so no placement is computed that
-        nobody reads.
+        GPU total can be placed (docs/design.md §2), and the autoscaler places the jobs itself,
+        keeping running ones on their GPUs: the table is solved without its nodes, so no
+        placement is computed that nobody reads.  Elsewhere the allocation carries each job's
+        type, packing and the solver's placement (class docstring).
         """
         if not snapshot.jobs:
             return Allocation({}, info={"solver": self.solver})
         t0 = time.perf_counter()
-        if self._uses_cache(snapshot.cluster):
+        cached = self._uses_cache(snapshot.cluster)
+        if cached:
             problem = self.build_table(snapshot, nodes=False)
         else:
             problem = self.build_problem(snapshot)
@@ -162,8 +189,11 @@ class ElasticPolicy:
                 f"policy {self.name}: solver {self.solver!r} returned {sol.status.name} at "
                 f"t={snapshot.time_s:.1f}s ({sol.message}; infeasible jobs: {', '.join(sol.infeasible_jobs) or '-'})"
             )
+        where = {} if cached else {"gpu_types": dict(sol.gpu_types), "packed": dict(sol.packed),
+                                   "nodes": solution_nodes(sol.placement, sol.gpu_types)}
         return Allocation(
             dict(sol.allocation),  # job -> (k, b) as Python ints, or None (Backend.solve builds it)
+            **where,
             solver_s=float(sol.build_s + sol.solve_s),
             info={
                 "solver": sol.solver,

@@ -24,11 +24,11 @@ class FixedBatchPolicy(ElasticPolicy):
     name = "fixed-batch"
     fixed_batch = True
 
-    def option_filter(self, state: JobState) -> Callable[[int, int], bool] | None:
+    def option_filter(self, state: JobState) -> Callable[..., bool] | None:
         b_fixed = state.spec.batch_submitted
         inner = super().option_filter(state)
         if inner is None:
-            return lambda k, b: b == b_fixed
-        return lambda k, b: b == b_fixed and inner(k, b)
+            return lambda k, b, gpu_type=None: b == b_fixed
+        return lambda k, b, gpu_type=None: b == b_fixed and inner(k, b, gpu_type)
 
     option_filter.standard = True  # type: ignore[attr-defined]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 
-from elasticopt.scheduling.policies.base import priority_order, register_policy
+from elasticopt.scheduling.policies.base import priority_order, register_policy, require_one_type
 from elasticopt.scheduling.policies.elastic import payback_filter
 from elasticopt.scheduling.state import Allocation, Snapshot, to_model_job
 
@@ -29,6 +29,8 @@ class GreedyPolicy:
         λ subtracted from the value of any non-current option of a running job.
     payback
         Apply the anti-thrashing option filter of ``elastic``.
+
+    Refuses a cluster of several GPU types (it cannot choose types): ValidationError.
     """
 
     name = "greedy"
@@ -39,6 +41,7 @@ class GreedyPolicy:
         self.payback = payback
 
     def allocate(self, snapshot: Snapshot) -> Allocation:
+        require_one_type(snapshot, self.name)
         cap = snapshot.cluster.gpus
         rank = {jid: i for i, jid in enumerate(priority_order(snapshot, self.priority))}
         ladders: dict[str, list[tuple[int, int, float]]] = {}  # per job: (k, b, value), increasing k

@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 
 from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis
-from elasticopt.scheduling.policies.base import register_policy
+from elasticopt.scheduling.policies.base import register_policy, require_one_type
 from elasticopt.scheduling.state import Allocation, JobState, Snapshot, option_error
 
 __all__ = ["OptimusPolicy"]
@@ -30,6 +30,8 @@ class OptimusPolicy:
         Apply the anti-thrashing rule to running jobs' changes.
     hysteresis
         The rule (default :data:`~elasticopt.scheduling.hysteresis.DEFAULT_HYSTERESIS`).
+
+    Refuses a cluster of several GPU types (it cannot choose types): ValidationError.
     """
 
     name = "optimus"
@@ -54,6 +56,7 @@ class OptimusPolicy:
 
     def allocate(self, snapshot: Snapshot) -> Allocation:
         """Admit FIFO on the smallest option, then grow by marginal time saved per GPU."""
+        require_one_type(snapshot, self.name)
         cap = snapshot.cluster.gpus
         free = cap
         target: dict[str, tuple[int, int] | None] = {st.id: None for st in snapshot.jobs}

@@ -22,8 +22,9 @@ import numpy as np
 from elasticopt.errors import ValidationError
 from elasticopt.scheduling.hysteresis import Hysteresis
 from elasticopt.scheduling.optioncache import Columns, register_vector_objective
-from elasticopt.scheduling.policies.base import register_policy
+from elasticopt.scheduling.policies.base import register_policy, require_one_type
 from elasticopt.scheduling.policies.elastic import ElasticPolicy
+from elasticopt.scheduling.state import Allocation, Snapshot
 
 __all__ = ["PolluxFairnessPolicy", "pollux_values"]
 
@@ -53,6 +54,9 @@ class PolluxFairnessPolicy(ElasticPolicy):
         Speedup a waiting job counts as (> 0; default 0.01).
     solver, priority, payback, allow_preemption, time_limit_s, solver_options, hysteresis
         As :class:`~elasticopt.scheduling.policies.elastic.ElasticPolicy`.
+
+    Refuses a cluster of several GPU types (ValidationError): its fitness is an
+    objective of the per-job option cache, which serves one pool.
     """
 
     name = "pollux"
@@ -78,3 +82,8 @@ class PolluxFairnessPolicy(ElasticPolicy):
             allow_preemption=allow_preemption, time_limit_s=time_limit_s, solver_options=solver_options,
             hysteresis=hysteresis, incremental=True,
         )  # fmt: skip
+
+    def allocate(self, snapshot: Snapshot) -> Allocation:
+        """As :meth:`ElasticPolicy.allocate`, on a cluster of one GPU type only."""
+        require_one_type(snapshot, self.name)
+        return super().allocate(snapshot)

@@ -9,7 +9,10 @@ their GPUs while they fit (later jobs that fit may pass one that does not);
 a running job that is not chosen is preempted (a checkpoint: it keeps its
 progress and pays its restart cost when it starts again).  Decisions happen
 at arrivals and completions, and at ticks if the simulation has them
-(``--tick-s``): demotions between queues only show at a decision.
+(``--tick-s``): demotions between queues only show at a decision.  On a
+cluster of several GPU types each job runs on the type it was submitted for
+(``JobSpec.submitted_type``, else the first type of the cluster it may use),
+its GPUs counted against that type's.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import bisect
 
 from elasticopt.errors import ValidationError
-from elasticopt.scheduling.policies.base import register_policy
+from elasticopt.scheduling.policies.base import register_policy, submitted_type
 from elasticopt.scheduling.state import Allocation, JobState, Snapshot, option_error
 
 __all__ = ["TiresiasPolicy"]
@@ -46,7 +49,7 @@ class TiresiasPolicy:
     def attained_gpu_s(state: JobState) -> float:
         """GPU-seconds the job has received so far (fixed size: k x progress / rate)."""
         k, b = state.spec.submitted_gpus, state.spec.batch_submitted
-        rate = state.progress_per_s(k, b)
+        rate = state.progress_per_s(k, b, state.gpu_type or state.spec.submitted_type)
         return k * state.samples_done / rate if rate else 0.0
 
     def queue(self, state: JobState) -> int:
@@ -55,16 +58,21 @@ class TiresiasPolicy:
 
     def allocate(self, snapshot: Snapshot) -> Allocation:
         """Admit by (queue, arrival) while the submitted sizes fit; preempt the rest."""
-        free = snapshot.cluster.gpus
+        cluster = snapshot.cluster
+        types = cluster.types
+        free = {t: cluster.capacity(t) for t in types}
         target: dict[str, tuple[int, int] | None] = {}
+        on: dict[str, str] = {}
         skipped = []
         order = sorted(snapshot.jobs, key=lambda s: (self.queue(s), s.spec.arrival_s, s.id))
         for st in order:
             k, b = st.spec.submitted_gpus, st.spec.batch_submitted
             target[st.id] = None
-            if option_error(st.spec, k, b, snapshot.cluster.gpus) is not None:
+            t = submitted_type(st, types)
+            if t is None or option_error(st.spec, k, b, cluster.capacity(t), None if len(types) == 1 else t):
                 skipped.append(st.id)
-            elif k <= free:
+            elif k <= free[t]:
                 target[st.id] = (k, b)
-                free -= k
-        return Allocation(target, info={"skipped": skipped})
+                on[st.id] = t
+                free[t] -= k
+        return Allocation(target, info={"skipped": skipped}, gpu_types=on)
