@@ -25,7 +25,15 @@ import numpy as np
 
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
-from elasticopt.solvers.common import HINT_RULE, empty_outcome, hint_choice, integer_bound, new_highs, node_counts_of
+from elasticopt.solvers.common import (
+    HINT_RULE,
+    empty_outcome,
+    hint_choice,
+    integer_bound,
+    new_highs,
+    node_counts_of,
+    presolve_setting,
+)
 from elasticopt.solvers.formulation import Formulation, formulate
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status
@@ -78,7 +86,7 @@ class HighsMILP(Backend):
         "mip_abs_gap": 0.5,
         "hint": None,
         "log": False,
-        "presolve": "choose",
+        "presolve": "auto",
     }
     option_rules = {
         "mip_abs_gap": (
@@ -86,7 +94,7 @@ class HighsMILP(Backend):
             lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1,
         ),
         "threads": ("an integer >= 1", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
-        "presolve": ("one of 'choose', 'on', 'off'", lambda v: v in ("choose", "on", "off")),
+        "presolve": ("one of 'auto', 'choose', 'on', 'off'", lambda v: v in ("auto", "choose", "on", "off")),
         "hint": HINT_RULE,
     }
 
@@ -119,7 +127,7 @@ class HighsMILP(Backend):
         h.setOptionValue("mip_abs_gap", float(options["mip_abs_gap"]))
         h.setOptionValue("threads", int(options["threads"]))
         h.setOptionValue("random_seed", int(options["seed"]))
-        h.setOptionValue("presolve", str(options["presolve"]))
+        h.setOptionValue("presolve", presolve_setting(str(options["presolve"]), bool(f.node_cols)))
         st = h.passModel(lp)
         if st == highspy.HighsStatus.kError:
             raise RuntimeError("HiGHS rejected the model (passModel returned kError)")

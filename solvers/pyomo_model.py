@@ -40,7 +40,7 @@ from elasticopt._io import atomic_path
 from elasticopt.errors import SolverError
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
-from elasticopt.solvers.common import empty_outcome, integer_bound, new_highs, node_counts_of
+from elasticopt.solvers.common import empty_outcome, integer_bound, new_highs, node_counts_of, presolve_setting
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Solution, Status
 
@@ -258,6 +258,8 @@ class PyomoMILP(Backend):
         opt = _quiet_factory(name)
         limit_key, proving = KNOWN_SOLVERS.get(name, (None, {}))
         solver_opts = dict(proving)
+        if name in ("appsi_highs", "highs"):  # as milp's presolve="auto" (solvers/common.py presolve_setting)
+            solver_opts["presolve"] = presolve_setting("auto", bool(model.form is not None and model.form.node_cols))
         solver_opts.update(options["solver_options"] or {})
         kwargs: dict[str, Any] = {"load_solutions": False, "tee": bool(options["tee"])}
         if time_limit_s is not None:

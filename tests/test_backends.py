@@ -331,3 +331,18 @@ def test_bounds_are_integers_not_below_the_objective():
         sol = solve(p, name)
         assert isinstance(sol.bound, int) and sol.bound == sol.objective
         assert math.isclose(sol.objective_value, solve(p, "numpy-dp").objective_value)
+
+
+def test_milp_presolve_auto_is_off_with_node_variables():
+    # HiGHS's MIP presolve is pathological on the node-assignment model and ignores the time limit there
+    # (docs/design.md §3): "auto" switches it off exactly when the formulation has node variables
+    from elasticopt.solvers.common import presolve_setting
+
+    assert presolve_setting("auto", True) == "off" and presolve_setting("auto", False) == "choose"
+    assert presolve_setting("on", True) == "on"
+    milp = get_backend("milp")
+    for family, node_vars in (("placement", True), ("paper", False)):
+        table = reduce_table(compile_problem(generate_instance(family, 20, 32, 0)))
+        model = milp.build(table, milp.check_options({}))
+        assert bool(model.form.node_cols) is node_vars
+        assert model.highs.getOptionValue("presolve")[1] == ("off" if node_vars else "choose")
