@@ -28,6 +28,7 @@ from elasticopt.models.instance_v2 import (
     FORMAT_2,
     instance_schema_2,
     needs_format_2,
+    profile_efficiency,
     problem_from_dict_2,
     problem_to_dict_2,
 )
@@ -197,6 +198,7 @@ def _job_from_dict(d: dict[str, Any], i: int, file: str) -> Job:
             running=Running(run["gpus"], run["batch"]) if run else None,
             remaining_samples=d.get("remaining_samples"),
             weight=d.get("weight", 1.0),
+            efficiency=None if "throughput" in d else profile_efficiency(tp),
         )
     except ValidationError as exc:
         raise InstanceError(file, _job_path(where, exc.path), exc.expected, exc.found, exc.hint) from None

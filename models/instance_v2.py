@@ -87,6 +87,20 @@ def _measured(rows: list[list[Any]], where: str, types: tuple[str, ...], file: s
     return {t: MeasuredThroughput(pts.get(t, {}), packed=packed.get(t, {})) for t in sorted(set(pts) | set(packed))}
 
 
+def profile_efficiency(models: Any) -> Any:
+    """The statistical efficiency fitted to the named profiles of a job (None: E = 1).
+
+    ``models``: the job's throughput models (one, or a list).  Statistical efficiency is the
+    network's, not the GPU's: a job whose profiles carry fitted efficiencies gets one where they
+    all agree (profiles of other GPU types of the same network have none of their own).
+    """
+    from elasticopt.profiles.efficiency import get_efficiency  # the data file is read once, on first use
+
+    found = {id(e): e for e in (get_efficiency(getattr(m, "name", "")) for m in (models if isinstance(models, list)
+                                                                                   else [models])) if e is not None}
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
 def _job(d: dict[str, Any], i: int, file: str, types: tuple[str, ...], resolve: Any) -> Job:
     where = f"jobs[{i}]"
     if "throughput" in d:
@@ -145,6 +159,7 @@ def _job(d: dict[str, Any], i: int, file: str, types: tuple[str, ...], resolve: 
             id=d["id"], throughput=tp, batch_min=bmin, batch_max=bmax, max_local=mloc, gpus_min=gmin, gpus_max=gmax,
             running=running, remaining_samples=d.get("remaining_samples"), weight=d.get("weight", 1.0),
             types=tuple(d["types"]) if "types" in d else None, values=values,
+            efficiency=None if "throughput" in d else profile_efficiency(list(tp.values()) if isinstance(tp, dict) else tp),
         )
     except ValidationError as exc:
         raise InstanceError(file, f"{where} ({exc.path})", exc.expected, exc.found, exc.hint) from None

@@ -120,3 +120,34 @@ def test_goodput_agrees_across_exact_backends(problem):
         assert sol.status is ref.status, name
         if ref.status is Status.OPTIMAL:
             assert sol.objective == ref.objective, name
+
+
+def test_instance_jobs_named_by_a_profile_carry_its_efficiency(tmp_path):
+    """A job that names a profile with a fitted efficiency gets it (format 1 and 2); measured rows get none."""
+    from elasticopt.models.instance import load_instance, problem_from_dict
+
+    from elasticopt.profiles.efficiency import get_efficiency
+
+    eff = get_efficiency("t4/imagenet")
+    assert eff is not None
+    doc1 = {"format": "elasticopt-instance/1", "cluster": {"gpus": 8, "gpus_per_node": 4}, "objective": "goodput",
+            "jobs": [{"id": "named", "profile": "t4/imagenet"},
+                     {"id": "rows", "throughput": [[1, 64, 100.0], [2, 128, 190.0]]}]}
+    p = problem_from_dict(doc1)
+    assert p.job("named").efficiency is eff and p.job("rows").efficiency is None
+    table = compile_problem(p)  # goodput values use E(b): the largest batch is no longer worth its raw throughput
+    j = table.job_ids.index("named")
+    sel = table.valid[j]
+    tput = compile_problem(Problem(p.cluster, p.jobs, "speedup"))
+    assert not np.allclose(table.value[j][sel], tput.value[j][tput.valid[j]])
+    f = tmp_path / "i.json"
+    f.write_text(json.dumps(doc1))
+    assert load_instance(f).job("named").efficiency is eff
+    doc2 = {"format": "elasticopt-instance/2",
+            "cluster": {"pools": {"t4": {"nodes": 1, "gpus_per_node": 4}, "a100": {"nodes": 1, "gpus_per_node": 8}}},
+            "objective": "goodput",
+            "jobs": [{"id": "typed", "profiles": {"t4": "t4/imagenet", "a100": "a100/resnet50"}},
+                     {"id": "a100-only", "profile": "a100/resnet50"}]}
+    p2 = problem_from_dict(doc2)
+    assert p2.job("typed").efficiency is eff  # the network's efficiency, whichever GPU it runs on
+    assert p2.job("a100-only").efficiency is None
