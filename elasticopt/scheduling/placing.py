@@ -42,7 +42,7 @@ def gpus_of(placed: Placed) -> set[tuple[str, int, int]]:
     return {(t, n, i) for n, ix in nodes for i in ix}
 
 
-def _take(free: list[set[int]], k: int) -> dict[int, int]:
+def _take(free: Sequence[frozenset[int] | set[int]], k: int) -> dict[int, int]:
     """Choose nodes for k GPUs (module docstring, step 2): node -> GPUs; ``free`` is not changed."""
     size = [len(f) for f in free]
     fits = [n for n in range(len(size)) if size[n] >= k]
@@ -92,10 +92,23 @@ def _place_pool(
         for n, ix in nodes:
             taken.setdefault(n, set()).update(ix)
 
+    n_nodes = len(base)
     for jid, k, packed in jobs:
         cur = current.get(jid)
+        if cur is not None and len(cur[1]) == 1 and cur[0] == gpu_type:  # the common case, on one node
+            n, ix = cur[1][0]
+            if len(ix) == k and 0 <= n < n_nodes and base[n].issuperset(ix):
+                held = taken.get(n)
+                if held is None:
+                    taken[n] = set(ix)
+                    out[jid] = cur
+                    continue
+                if held.isdisjoint(ix):
+                    held.update(ix)
+                    out[jid] = cur
+                    continue
         if cur is not None and cur[0] == gpu_type and all(
-                0 <= n < len(base) and base[n].issuperset(ix) and taken.get(n, _NONE).isdisjoint(ix)
+                0 <= n < n_nodes and base[n].issuperset(ix) and taken.get(n, _NONE).isdisjoint(ix)
                 for n, ix in cur[1]):
             have = sum(len(ix) for _, ix in cur[1])
             if have == k and (not packed or len(cur[1]) <= -(-k // gpus_per_node)):
@@ -118,19 +131,20 @@ def _place_pool(
         rest.append((jid, k, packed))
     if not grows and not rest:
         return out, True
-    free = [set(b - taken[n]) if n in taken else set(b) for n, b in enumerate(base)]
+    # per node its GPUs still free (the pool's own frozen sets where nothing was taken; replaced, never changed)
+    free: list[frozenset[int] | set[int]] = [b - taken[n] if n in taken else b for n, b in enumerate(base)]
     for jid, k, cur in grows:
         mine = {n: list(ix) for n, ix in cur[1]}
         need = k - sum(len(ix) for ix in mine.values())
         for n in sorted(mine):  # first on its own nodes, then where the greedy finds room
             extra = sorted(free[n])[:need]
-            free[n].difference_update(extra)
+            free[n] = free[n].difference(extra)
             mine[n] += extra
             need -= len(extra)
         if need:
             for n, c in _take(free, need).items():
                 extra = sorted(free[n])[:c]
-                free[n].difference_update(extra)
+                free[n] = free[n].difference(extra)
                 mine[n] = mine.get(n, []) + extra
         out[jid] = (gpu_type, tuple((n, tuple(sorted(ix))) for n, ix in sorted(mine.items())))
     ok = True
@@ -141,7 +155,7 @@ def _place_pool(
         nodes = []
         for n in sorted(counts):
             ix = tuple(sorted(free[n])[: counts[n]])
-            free[n].difference_update(ix)
+            free[n] = free[n].difference(ix)
             nodes.append((n, ix))
         out[jid] = (gpu_type, tuple(nodes))
     return out, ok
