@@ -215,3 +215,35 @@ def test_cli_simulates_a_heterogeneous_cluster(tmp_path):
     assert summary["metrics"]["elastic"]["completed"] == 12
     bad = subprocess.run(cmd[:5] + ["bogus", "--quiet"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--cluster" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_hetero_workload_files_round_trip_and_errors(tmp_path):
+    from elasticopt.errors import InstanceError
+    from elasticopt.scheduling.workload import job_from_dict, load_workload, save_workload
+
+    cluster = cluster_preset("sia-64")
+    jobs = generate_hetero_workload(20, cluster, 1.5, seed=2)
+    f = tmp_path / "w.json"
+    save_workload(jobs, f)
+    assert load_workload(f) == jobs
+    with pytest.raises(ValidationError, match="use .json"):
+        save_workload(jobs, tmp_path / "w.csv")
+    d = {"id": "x", "arrival_s": 0, "duration_s": 60, "profiles": {"t4": "t4/imagenet", "a100": "a100/resnet50"},
+         "types": ["a100"]}
+    spec = job_from_dict(d)
+    assert spec.submitted_type == "a100" and spec.model_for("t4") is None and spec.throughput.name == "a100/resnet50"
+    for bad, where in (({**d, "profile": "t4/imagenet"}, "jobs\\[0\\]"), ({**d, "types": ["k80"]}, "types"),
+                       ({**d, "submitted_type": "t4"}, "submitted_type"), ({**d, "profiles": {"t4": "nope"}}, "profiles.t4"),
+                       ({"id": "y", "arrival_s": 0, "duration_s": 1, "profile": "t4/imagenet", "types": ["t4"]}, "types")):
+        with pytest.raises(InstanceError, match=where):
+            job_from_dict(bad)
+
+
+def test_cli_generates_a_hetero_workload_and_simulates_it(tmp_path):
+    f = tmp_path / "w.json"
+    gen = subprocess.run([sys.executable, "-m", "elasticopt", "simulate", "--generate", str(f), "--cluster", "sia-64",
+                          "--jobs", "10"], capture_output=True, text=True, timeout=300)
+    assert gen.returncode == 0, gen.stderr
+    run = subprocess.run([sys.executable, "-m", "elasticopt", "simulate", str(f), "--cluster", "sia-64", "--policy",
+                          "static", "--quiet"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "10/10" in run.stdout, run.stderr

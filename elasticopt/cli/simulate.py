@@ -13,8 +13,9 @@ Examples::
 ``--cluster`` names node pools per GPU type (``sia-64``, ``sia-N``, ``gavel-N``,
 ``t4:6x4,a100:2x8``, or a ``{"pools": ...}`` JSON file); without a WORKLOAD it
 generates jobs for it (each a network with a profile per GPU type) from
-``--jobs``, ``--load`` and ``--seed``.  Jobs of a workload file have one model,
-used on every type.
+``--jobs``, ``--load`` and ``--seed`` (``--generate OUT.json --cluster ...``
+writes them).  A workload job with one ``profile`` uses it on every type; one
+with ``profiles`` (JSON) has a profile per type.
 """
 
 from __future__ import annotations
@@ -106,13 +107,20 @@ def _generate(args) -> int:
     from elasticopt.scheduling.workload_generator import generate_workload
     from elasticopt.scheduling.workload import save_workload
 
-    if args.gpus is None:
-        raise ValidationError("--gpus", "the cluster's GPUs the load refers to", None)
-    nets = [n.strip() for n in args.networks.split(",")] if args.networks else None
-    jobs = generate_workload(args.jobs, args.gpus, args.load, seed=args.seed, networks=nets, trace=args.trace,
-                             duration_max_s=args.duration_max_s, duration_scale=args.duration_scale)
-    meta = {"generator": "elasticopt.scheduling.workload_generator", "gpus": args.gpus, "load": args.load,
-            "seed": args.seed, "jobs": args.jobs}
+    common = {"load": args.load, "seed": args.seed, "jobs": args.jobs}
+    if args.cluster is not None:  # jobs with a profile per GPU type: JSON only
+        from elasticopt.scheduling.hetero import generate_hetero_workload
+
+        jobs = generate_hetero_workload(args.jobs, _cluster(args), args.load, seed=args.seed,
+                                        duration_max_s=args.duration_max_s, duration_scale=args.duration_scale)
+        meta = {"generator": "elasticopt.scheduling.hetero", "cluster": args.cluster, **common}
+    else:
+        if args.gpus is None:
+            raise ValidationError("--gpus", "the cluster's GPUs the load refers to", None)
+        nets = [n.strip() for n in args.networks.split(",")] if args.networks else None
+        jobs = generate_workload(args.jobs, args.gpus, args.load, seed=args.seed, networks=nets, trace=args.trace,
+                                 duration_max_s=args.duration_max_s, duration_scale=args.duration_scale)
+        meta = {"generator": "elasticopt.scheduling.workload_generator", "gpus": args.gpus, **common}
     save_workload(jobs, args.generate, meta=meta)
     print(f"wrote {len(jobs)} jobs to {args.generate} (last arrival at {jobs[-1].arrival_s:.0f} s)")
     return 0

@@ -28,6 +28,11 @@ JSON (``.json``)::
 Same keys as the CSV columns; a job may give measured points
 ``throughput: [[gpus, global_batch, samples_per_s], ...]`` instead of a
 ``profile`` (then ``batch_min``, ``batch_max`` and ``max_local`` are required).
+JSON only, for heterogeneous clusters: ``profiles`` (GPU type -> profile name)
+instead of ``profile``, ``types`` (the types the job may use) and
+``submitted_type`` (the type its submitted (k, b) and ``duration_s`` refer to;
+default the first of ``profiles``); the batch range defaults to what every
+named profile accepts.
 
 Every error names the file, the row or JSON path, what was expected and what
 was found.  A job's submitted (k, b) must be a feasible option of the job.
@@ -60,6 +65,8 @@ COLUMNS = (
 )
 _INT_KEYS = {"batch_min", "batch_max", "max_local", "submitted_gpus", "submitted_batch", "gpus_min", "gpus_max"}
 _FLOAT_KEYS = {"arrival_s", "total_samples", "duration_s", "weight", "restart_cost_s"}
+#: Keys of heterogeneous jobs, JSON only.
+TYPED_KEYS = ("profiles", "types", "submitted_type")
 
 
 def _resolve_profile(name: str):
@@ -96,7 +103,7 @@ def job_from_dict(d: Mapping[str, Any], file: str = "<memory>", path: str = "job
     """
     if not isinstance(d, Mapping):
         raise InstanceError(file, path, "an object", type(d).__name__)
-    unknown = set(d) - set(COLUMNS) - {"throughput"}
+    unknown = set(d) - set(COLUMNS) - {"throughput"} - set(TYPED_KEYS)
     if unknown:
         raise InstanceError(file, f"{path}.{sorted(unknown)[0]}", "a known key (" + ", ".join(COLUMNS) + ")",
                             sorted(unknown)[0])
@@ -107,9 +114,16 @@ def job_from_dict(d: Mapping[str, Any], file: str = "<memory>", path: str = "job
     profile = d.get("profile")
     points = d.get("throughput")
     defaults: dict[str, int] = {}
-    if points not in (None, "") and profile not in (None, ""):
-        raise InstanceError(file, path, "either 'profile' or 'throughput', not both", "both")
-    if points not in (None, ""):
+    typed = _typed(d, file, path)
+    if sum(x not in (None, "") for x in (points, profile, typed["profiles"])) > 1:
+        raise InstanceError(file, path, "one of 'profile', 'profiles' or 'throughput'", "several")
+    if typed["profiles"] is not None:
+        models = typed["profiles"]
+        model = models[typed["submitted_type"]]
+        defaults = {"batch_min": max(m.batch_min for m in models.values()),
+                    "batch_max": min(m.batch_max for m in models.values()),
+                    "max_local": max(m.max_local for m in models.values())}  # each profile keeps to its own memory
+    elif points not in (None, ""):
         try:
             model = MeasuredThroughput.from_rows(points)
         except (TypeError, ValueError) as exc:
@@ -138,7 +152,8 @@ def job_from_dict(d: Mapping[str, Any], file: str = "<memory>", path: str = "job
             max_local=v["max_local"], total_samples=1.0, submitted_gpus=k_sub, submitted_batch=b_sub,
             gpus_min=v["gpus_min"] if v["gpus_min"] is not None else 1, gpus_max=v["gpus_max"],
             arrival_s=v["arrival_s"], weight=v["weight"] if v["weight"] is not None else 1.0,
-            restart_cost_s=v["restart_cost_s"],
+            restart_cost_s=v["restart_cost_s"], throughputs=typed["profiles"], types=typed["types"],
+            submitted_type=typed["submitted_type"],
         )
     except (TypeError, ValueError) as exc:
         raise InstanceError(file, path, "a valid job", dict(d), hint=str(exc)) from None
@@ -165,11 +180,42 @@ def job_to_dict(spec: JobSpec, inline_throughput: bool = False) -> dict[str, Any
         "gpus_min": spec.gpus_min, "gpus_max": spec.gpus_max, "weight": spec.weight,
         "restart_cost_s": spec.restart_cost_s,
     }
-    if inline_throughput:
+    if spec.throughputs is not None:
+        d["profiles"] = {t: m.name for t, m in spec.throughputs.items()}
+        d["types"] = list(spec.types) if spec.types is not None else None
+        d["submitted_type"] = spec.submitted_type
+    elif inline_throughput:
         d["throughput"] = spec.throughput.rows()  # type: ignore[attr-defined]
     else:
         d["profile"] = spec.throughput.name
     return {k: val for k, val in d.items() if val is not None}
+
+
+def _typed(d: Mapping[str, Any], file: str, path: str) -> dict[str, Any]:
+    """``profiles`` (type -> resolved profile), ``types`` and ``submitted_type`` of a heterogeneous job."""
+    out: dict[str, Any] = {"profiles": None, "types": None, "submitted_type": None}
+    names = d.get("profiles")
+    if names in (None, ""):
+        for k in ("types", "submitted_type"):
+            if d.get(k) not in (None, ""):
+                raise InstanceError(file, f"{path}.{k}", "'profiles' with it (a profile per GPU type)", d.get(k))
+        return out
+    if not isinstance(names, Mapping) or not names or not all(isinstance(t, str) and t for t in names):
+        raise InstanceError(file, f"{path}.profiles", "an object GPU type -> profile name (JSON workloads)", names)
+    models = {}
+    for t, name in names.items():
+        try:
+            models[t] = _resolve_profile(str(name).strip())
+        except ValidationError as exc:
+            raise InstanceError(file, f"{path}.profiles.{t}", exc.expected, name) from None
+    types = d.get("types")
+    if types is not None and (not isinstance(types, list) or not types or any(t not in models for t in types)):
+        raise InstanceError(file, f"{path}.types", "a list of types named in 'profiles'", types)
+    sub = d.get("submitted_type") or next(t for t in models if types is None or t in types)
+    if sub not in models or (types is not None and sub not in types):
+        raise InstanceError(file, f"{path}.submitted_type", "a type of 'profiles' the job may use", sub)
+    out.update(profiles=models, types=None if types is None else tuple(types), submitted_type=sub)
+    return out
 
 
 def load_workload(path: str | os.PathLike[str]) -> list[JobSpec]:
@@ -232,6 +278,8 @@ def save_workload(jobs: Sequence[JobSpec], path: str | os.PathLike[str], meta: M
     for j in jobs:
         if isinstance(j.throughput, MeasuredThroughput):
             raise ValidationError(f"job {j.id!r}.throughput", "a named profile (CSV) — use .json", "measured points")
+        if j.throughputs is not None:
+            raise ValidationError(f"job {j.id!r}.throughputs", "one profile (CSV) — use .json", "a profile per type")
         row = job_to_dict(j)
         w.writerow({k: (repr(val) if isinstance(val, float) else val) for k, val in row.items()})
     return atomic_write_text(p, buf.getvalue())
