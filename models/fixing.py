@@ -16,7 +16,7 @@ import numpy as np
 
 from elasticopt.models.lagrangian import LagArrays, fits, improve, lagrangian_bound, margin_of, tie_rounding
 from elasticopt.models.reductions import pack_options
-from elasticopt.models.table import OptionTable
+from elasticopt.models.table import OPTION_ARRAYS, OptionTable
 
 __all__ = ["Fixing", "fixable", "make_fixing", "reduced_cost_fixing"]
 
@@ -111,19 +111,23 @@ def _quick_proof_multi(table: OptionTable, lag: LagArrays) -> Fixing | None:
     s = lag.option_scores(lam)  # [n, K], -inf where invalid
     tol = 1e-9 * np.maximum(1.0, np.abs(table.utility)).astype(np.float64)
     tied = np.isfinite(s) & (s >= -tol) & (ch < 0)[:, None]  # idle jobs' options that score like idle
-    left = np.asarray(table.capacities) - table.gpus_by_type(ch)
+    left = (np.asarray(table.capacities) - table.gpus_by_type(ch)).tolist()  # free GPUs per type
+    free = sum(left)
     choice = ch.copy()
     rows, cols = np.nonzero(tied)
-    order = np.argsort(-table.gpus[rows, cols], kind="stable")  # largest options first
-    for r, c in zip(rows[order].tolist(), cols[order].tolist()):
-        if choice[r] >= 0:
-            continue
-        if not left.any():
+    ks = table.gpus[rows, cols]
+    order = np.argsort(-ks, kind="stable")  # largest options first
+    taken = set()  # rows given an option here
+    for r, t, k, c in zip(rows[order].tolist(), table.gpu_type[rows, cols][order].tolist(), ks[order].tolist(),
+                          cols[order].tolist()):
+        if free <= 0:
             break
-        t, k = int(table.gpu_type[r, c]), int(table.gpus[r, c])
-        if k <= left[t]:
-            choice[r] = c
-            left[t] -= k
+        if r in taken or k > left[t]:
+            continue
+        choice[r] = c
+        taken.add(r)
+        left[t] -= k
+        free -= k
     inc_val, _ = table.objective_of(choice)
     if inc_val < bound:
         return None
@@ -173,7 +177,7 @@ def _all_fixed(table: OptionTable, bound: int, inc: np.ndarray, inc_val: int) ->
     inc = np.asarray(inc, dtype=np.int64)
     rows = np.flatnonzero(inc >= 0)
     caps = np.asarray(table.capacities) - table.gpus_by_type(inc)
-    arrays, _ = pack_options(table, np.zeros((0, table.width), dtype=bool), np.zeros(0, dtype=np.int64))
+    arrays = {name: np.zeros((0, table.width), dtype=getattr(table, name).dtype) for name in OPTION_ARRAYS}
     empty_i = np.zeros((0, 0), dtype=np.int64)
     core = replace(
         table,
