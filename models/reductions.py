@@ -88,10 +88,11 @@ def _keep_index(rows: np.ndarray, t: np.ndarray, g: np.ndarray, p: np.ndarray, u
         starts = np.flatnonzero(start)
         if starts.size < m:  # else every group is one option: nothing to choose
             grp = np.cumsum(start) - 1
-            best_u = np.maximum.reduceat(u, starts)
-            rank = np.where(u == best_u[grp], 1 + is_cur.astype(np.int64), 0)  # 2: best and current, 1: best
-            best_rank = np.maximum.reduceat(rank, starts)
-            first = np.minimum.reduceat(np.where(rank == best_rank[grp], idx, m), starts)  # sorted by b: smallest b
+            # the best (utility, current) of each group, as one integer (|u| < 2**53: 2u + 1 fits int64) ...
+            key = 2 * u + is_cur
+            best = np.maximum.reduceat(key, starts)
+            # ... and the first option reaching it: sorted by b within the group, the smallest b
+            first = np.minimum.reduceat(np.where(key == best[grp], idx, m), starts)
             rows, g, t, p, u = rows[first], g[first], t[first], p[first], u[first]
             kept = first
             m = rows.size

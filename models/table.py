@@ -205,14 +205,16 @@ def table_from_flat(flat: FlatOptions, sel: np.ndarray | None = None,
         counts = np.bincount(job, minlength=n).astype(np.int64) if n else np.zeros(0, np.int64)
     K = int(counts.max()) if n else 0
     col = np.arange(job.size) - np.repeat(np.cumsum(counts) - counts, counts)  # column of option i in its row
+    cell = job * K + col  # option i's cell in the [n, K] arrays, row-major
 
     def grid(a: np.ndarray) -> np.ndarray:
-        out = np.zeros((n, K), dtype=a.dtype)
-        out[job, col] = a
-        return out
+        out = np.zeros(n * K, dtype=a.dtype)
+        out[cell] = a
+        return out.reshape(n, K)
 
-    valid = np.zeros((n, K), dtype=bool)
-    valid[job, col] = True
+    valid = np.zeros(n * K, dtype=bool)
+    valid[cell] = True
+    valid = valid.reshape(n, K)
     current = np.full(n, -1, dtype=np.int64)
     current[job[is_cur]] = col[is_cur]
     caps = flat.capacities if capacities is None else capacities
