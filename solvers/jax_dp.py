@@ -57,6 +57,11 @@ def bucket(x: int, minimum: int = 8, steps: int = 16) -> int:
 #: not depend on the number of jobs: one kernel pair per (chunk, width, length) serves all n.
 CHUNKS: tuple[int, ...] = (512, 64, 8)
 
+#: Buckets per octave of the multi-type DP's state count and width (see ``_arrays_multi``).
+MULTI_STEPS = 1
+#: The fewest states a multi-type kernel is compiled for: smaller tables share it (a few microseconds more).
+MULTI_MIN_STATES = 512
+
 
 def chunk_plan(n: int) -> list[int]:
     """Chunk sizes covering ``n`` jobs: greedy in :data:`CHUNKS`, the last padded."""
@@ -118,7 +123,7 @@ def _kernels(chunk: int, width: int, length: int, arg_dtype: str):
     return jax.jit(fwd), jax.jit(bwd)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=256)
 def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype: str):
     """Jitted scans over one chunk of jobs on a flattened multi-type state (cached per shape)."""
     import jax
@@ -220,7 +225,10 @@ class JaxDP(Backend):
             strides[t] = strides[t + 1] * dims[t + 1]
         S = int(np.prod(dims))
         plan = chunk_plan(n)
-        n_pad, width, length = sum(plan), bucket(max(K, 1), 1, 4), bucket(S, 8, 16)
+        # powers of two for the state count and the width (padding < 2x each): the state count changes with
+        # every decision's capacities and each new shape is a kernel compile (~0.1-0.3 s), far more than
+        # the padded states and options cost
+        n_pad, width, length = sum(plan), bucket(max(K, 1), 4, MULTI_STEPS), bucket(S, MULTI_MIN_STATES, MULTI_STEPS)
         coords = np.full((len(dims), length), -1, dtype=np.int64)  # coords[t, p]: GPUs of type t at flat state p
         flat = np.arange(S)
         for t in range(len(dims)):
