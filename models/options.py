@@ -222,15 +222,16 @@ def option_blocks(problem: Problem) -> OptionIndex:
             hit = cache.get(key)
             if hit is None or hit[0] is not model:
                 blk = _model_block(model, (gmin, khi, bmin, bmax, mloc, cap), pool, aware)
-                if len(cache) >= _CACHE_MAX:
-                    cache.clear()
-                    _ARENA = _Arena()
                 hit = cache[key] = (model, _ARENA.add(blk), blk[0].size)
             if hit[2]:
                 pj.append(j)
                 pt.append(ti)
                 ps.append(hit[1])
                 pn.append(hit[2])
-    return OptionIndex(np.asarray(pj, dtype=np.int64), np.asarray(pt, dtype=np.int64),
-                       np.asarray(ps, dtype=np.int64), np.asarray(pn, dtype=np.int64), _ARENA.arrays(),
-                       (fj, ft, fk, fb, fp, fs))
+    out = OptionIndex(np.asarray(pj, dtype=np.int64), np.asarray(pt, dtype=np.int64),
+                      np.asarray(ps, dtype=np.int64), np.asarray(pn, dtype=np.int64), _ARENA.arrays(),
+                      (fj, ft, fk, fb, fp, fs))
+    if len(cache) >= _CACHE_MAX:  # only after this call's offsets are taken: they point into this arena
+        cache.clear()
+        _ARENA = _Arena()
+    return out

@@ -152,3 +152,16 @@ def test_compile_reduced_is_compile_then_reduce(problem):
         assert str(got.value) == str(exc)
         return
     _assert_same_table(compile_reduced(problem), two)
+
+
+def test_compile_is_unchanged_when_the_block_cache_is_cleared(monkeypatch):
+    # the shared option blocks are dropped when the cache is full: a compile that fills it gets the same table
+    from elasticopt.generate import generate_instance
+    from elasticopt.models import options
+
+    problem = generate_instance("paper", 60, 64, 3)
+    ref = compile_problem(problem)
+    monkeypatch.setattr(options, "_CACHE_MAX", 2)
+    options._CACHE.clear()
+    for _ in range(2):  # the first compile fills the cache past its limit, the second starts from empty
+        _assert_same_table(compile_problem(problem), ref)
