@@ -87,7 +87,7 @@ def _quick_proof(table: OptionTable, lag: LagArrays) -> Fixing | None:
     return _all_fixed(table, bound, tied, int(inc_val))
 
 
-def _quick_proof_multi(table: OptionTable, lag: LagArrays) -> Fixing | None:
+def _quick_proof_multi(table: OptionTable) -> Fixing | None:
     """Several GPU types: λ_t = the best utility per GPU of type t, then a greedy fill of the ties.
 
     At that λ no option scores above 0, so only the jobs that must run take
@@ -96,42 +96,16 @@ def _quick_proof_multi(table: OptionTable, lag: LagArrays) -> Fixing | None:
     largest first while their type has room, keeps L and raises the incumbent
     by λ_t per GPU; when every type with λ_t > 0 is filled the incumbent meets
     the bound and every job is fixed.  None when this does not prove optimality.
+    One compiled pass (:func:`elasticopt.models.kernels.quick_proof_multi`).
     """
-    T = table.n_types
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(table.valid & (table.gpus > 0), table.utility / np.maximum(table.gpus, 1), -np.inf)
-    lam = np.zeros(T)
-    for t in range(T):
-        r = ratio[table.gpu_type == t]
-        lam[t] = max(float(r.max(initial=-np.inf)), 0.0)
-    v, ch, _ = lag.value(lam)
-    if not fits(table, ch):
+    from elasticopt.models.kernels import quick_proof_multi
+
+    proven, bound, choice, value = quick_proof_multi(
+        table.valid, table.gpus, table.gpu_type, table.utility, table.idle_allowed,
+        np.asarray(table.capacities, dtype=np.int64), int(table.capacity))
+    if not proven:
         return None
-    bound = int(np.floor(v + margin_of(table, lam)))
-    s = lag.option_scores(lam)  # [n, K], -inf where invalid
-    tol = 1e-9 * np.maximum(1.0, np.abs(table.utility)).astype(np.float64)
-    tied = np.isfinite(s) & (s >= -tol) & (ch < 0)[:, None]  # idle jobs' options that score like idle
-    left = (np.asarray(table.capacities) - table.gpus_by_type(ch)).tolist()  # free GPUs per type
-    free = sum(left)
-    choice = ch.copy()
-    rows, cols = np.nonzero(tied)
-    ks = table.gpus[rows, cols]
-    order = np.argsort(-ks, kind="stable")  # largest options first
-    taken = set()  # rows given an option here
-    for r, t, k, c in zip(rows[order].tolist(), table.gpu_type[rows, cols][order].tolist(), ks[order].tolist(),
-                          cols[order].tolist()):
-        if free <= 0:
-            break
-        if r in taken or k > left[t]:
-            continue
-        choice[r] = c
-        taken.add(r)
-        left[t] -= k
-        free -= k
-    inc_val, _ = table.objective_of(choice)
-    if inc_val < bound:
-        return None
-    return _all_fixed(table, bound, choice, int(inc_val))
+    return _all_fixed(table, int(bound), choice, int(value))
 
 
 def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
@@ -140,10 +114,13 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     Returns None if the table is infeasible (the Lagrangian choice at any λ
     does not fit), leaving infeasibility to the DP.
     """
+    quick = _quick_proof_multi(table) if table.n_types > 1 and table.width else None
+    if quick is not None:  # (the proof fails where a job that must run has no option)
+        return quick
     if not fixable(table):
         return None  # nothing to fix, or a job that must run has no option: infeasible
     lag = LagArrays(table)
-    quick = _quick_proof_multi(table, lag) if lag.multi else _quick_proof(table, lag)
+    quick = None if lag.multi else _quick_proof(table, lag)
     if quick is not None:
         return quick
     bound_f, lam, ch = lagrangian_bound(table, lag=lag)
@@ -177,23 +154,25 @@ def _all_fixed(table: OptionTable, bound: int, inc: np.ndarray, inc_val: int) ->
     inc = np.asarray(inc, dtype=np.int64)
     rows = np.flatnonzero(inc >= 0)
     caps = np.asarray(table.capacities) - table.gpus_by_type(inc)
-    arrays = {name: np.zeros((0, table.width), dtype=getattr(table, name).dtype) for name in OPTION_ARRAYS}
-    empty_i = np.zeros((0, 0), dtype=np.int64)
-    core = replace(
-        table,
+    arrays = _empty_arrays(table.width)
+    core = OptionTable(
         job_ids=(),
         capacity=int(caps.sum()),
-        capacities=caps,
-        idle_allowed=np.zeros(0, dtype=bool),
-        current_option=np.zeros(0, dtype=np.int64),
+        scale=table.scale,
+        tie_scale=table.tie_scale,
+        idle_allowed=_EMPTY_BOOL,
+        current_option=_EMPTY_INT,
         running_ids=(),
         stats=dict(table.stats),
+        types=table.types,
+        capacities=caps,
+        pools=table.pools,
         **arrays,
     )
     return Fixing(
         core=core,
-        core_rows=np.zeros(0, dtype=np.int64),
-        core_cols=empty_i.copy(),
+        core_rows=_EMPTY_INT,
+        core_cols=_empty_arrays(0)["gpus"],
         fixed_choice=inc,
         fixed_utility=inc_val,
         bound=int(bound),
@@ -201,6 +180,26 @@ def _all_fixed(table: OptionTable, bound: int, inc: np.ndarray, inc_val: int) ->
         incumbent_value=inc_val,
         options_removed=int(table.valid.sum() - rows.size),
     )
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+_EMPTY_INT = _frozen(np.zeros(0, dtype=np.int64))
+_EMPTY_BOOL = _frozen(np.zeros(0, dtype=bool))
+_EMPTY: dict[int, dict[str, np.ndarray]] = {}
+
+
+def _empty_arrays(width: int) -> dict[str, np.ndarray]:
+    """The ``[0, width]`` option arrays of an empty core (read-only, shared)."""
+    out = _EMPTY.get(width)
+    if out is None:
+        dtypes = {"gpus": np.int64, "batch": np.int64, "utility": np.int64, "value": np.float64,
+                  "samples_per_s": np.float64, "valid": bool, "gpu_type": np.int64, "packed": bool}
+        out = _EMPTY[width] = {name: _frozen(np.zeros((0, width), dtype=dtypes[name])) for name in OPTION_ARRAYS}
+    return out
 
 
 def make_fixing(

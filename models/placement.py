@@ -251,22 +251,43 @@ def place(
     return Placement("placed", tuple(placed))
 
 
+@lru_cache(maxsize=64)
+def _pool_arrays(pools: tuple[Pool, ...], types: tuple[str, ...]) -> tuple:
+    """The pools as :func:`~elasticopt.models.kernels.place_types` reads them, with their node names
+    (cached by value: a cluster's pools recur from one solve to the next)."""
+    free_gpus = [pool.free_gpus() for pool in pools]
+    sizes = [len(f) for f in free_gpus]
+    free = np.fromiter((len(ix) for f in free_gpus for ix in f), dtype=np.int64, count=sum(sizes))
+    start = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=start[1:])
+    gpn = np.array([pool.gpus_per_node for pool in pools], dtype=np.int64)
+    names = [[node_name(t, n) for n in range(size)] for t, size in zip(types, sizes)]
+    for a in (free, start, gpn):
+        a.setflags(write=False)
+    return free_gpus, free, start, gpn, names
+
+
 def place_choice(
     table, choice: np.ndarray, max_steps: int = DEFAULT_SEARCH_STEPS, counts: dict | None = None
 ) -> tuple[str, dict[int, dict[str, tuple[int, ...]]]]:
     """Place the allocation ``choice`` (option per job row of ``table``, -1 idle) on the nodes.
 
+    Per type as :func:`place` does: its heuristic compiled
+    (:func:`elasticopt.models.kernels.place_pool`), the exhaustive search of
+    at most ``max_steps`` steps where that fails.  ``counts``: optional
+    ``{row: {node: GPUs}}`` for packed jobs, decided elsewhere (a MILP's node
+    variables), used as given.
+
     Returns
     -------
     (status, nodes)
-        ``counts``: optional ``{row: {node: GPUs}}`` for packed jobs, decided
-    elsewhere (a MILP's node variables), used as given.
-
-    ``status`` as :class:`Placement`'s (the worst over the types); a table
-    without ``pools`` (built without its cluster's nodes) places nothing;
+        ``status`` as :class:`Placement`'s (the worst over the types); a table
+        without ``pools`` (built without its cluster's nodes) places nothing.
         ``nodes[row]`` = ``{node name: GPU indices}`` for every job that runs,
         when placed.
     """
+    from elasticopt.models.kernels import place_types
+
     choice = np.asarray(choice, dtype=np.int64)
     if table.pools is None:  # a table built without its cluster's nodes: totals only, nothing to place
         return "placed", {}
@@ -274,21 +295,35 @@ def place_choice(
     cols = choice[rows]
     ks = table.gpus[rows, cols]
     pk = table.packed[rows, cols]
-    single = len(table.types) == 1  # one pool: every running job is on it
-    types = None if single else table.gpu_type[rows, cols]
+    types = table.gpu_type[rows, cols]
     out: dict[int, dict[str, tuple[int, ...]]] = {}
     status = "placed"
-    for t, name in enumerate(table.types):
-        sel = slice(None) if single else types == t
-        t_rows, t_ks, t_pk = rows[sel], ks[sel], pk[sel]
-        if not t_rows.size:
+    done = np.zeros(len(table.types), dtype=bool)
+    if counts is None:  # every type by the heuristic, compiled
+        free_gpus, free, start, gpn, names = _pool_arrays(table.pools, table.types)
+        done, job, node, off, cnt = place_types(ks, pk, types, free, start, gpn)
+        rows_l, types_l = rows.tolist(), types.tolist()
+        for i, n, a, c in zip(job.tolist(), node.tolist(), off.tolist(), cnt.tolist()):
+            r, t = rows_l[i], types_l[i]
+            d = out.get(r)
+            if d is None:
+                d = out[r] = {}
+            d[names[t][n]] = free_gpus[t][n][a : a + c]
+        if done.all():
+            return status, out
+    fast, out = out, {}
+    row_type = dict(zip(rows.tolist(), types.tolist()))
+    for t, name in enumerate(table.types):  # where the heuristic failed, or counts are given: place()
+        sel = types == t
+        if done[t]:  # placed above: keep the type order
+            out.update((r, d) for r, d in fast.items() if row_type[r] == t)
             continue
+        if not sel.any():
+            continue
+        t_rows, t_ks, t_pk = rows[sel], ks[sel], pk[sel]
         pool = table.pools[t]
-        if t_pk.any():
-            p_rows, u_rows = t_rows[t_pk], t_rows[~t_pk]
-            p_ks, u_ks = t_ks[t_pk].tolist(), t_ks[~t_pk].tolist()
-        else:
-            p_rows, u_rows, p_ks, u_ks = t_rows[:0], t_rows, [], t_ks.tolist()
+        p_rows, u_rows = t_rows[t_pk], t_rows[~t_pk]
+        p_ks, u_ks = t_ks[t_pk].tolist(), t_ks[~t_pk].tolist()
         given = None
         if counts is not None and all(int(r) in counts for r in p_rows):
             given = [counts[int(r)] for r in p_rows]

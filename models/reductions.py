@@ -14,7 +14,9 @@ value (tests prove it):
    <= 0 where the job may idle.
 3. ``clip_capacity``: per type, G'_t = min(G_t, sum_j max k_j of type t).
 
-Everything is vectorised over all options at once (no loop over jobs).
+Steps 1 and 2 are one compiled pass over the options sorted by (job, type, k,
+packed, b) (:func:`elasticopt.models.kernels.keep_index`); the rest is
+vectorised over all options at once.
 """
 
 from __future__ import annotations
@@ -28,31 +30,6 @@ from elasticopt.models.problem import Problem
 from elasticopt.models.table import OPTION_ARRAYS, OptionTable, table_from_flat
 
 __all__ = ["reduce_table", "compile_reduced", "pack_options"]
-
-_NEG = -(1 << 62)
-
-
-def _prefix_max(group: np.ndarray, vals: np.ndarray) -> np.ndarray:
-    """Inclusive running max of ``vals`` within runs of equal ``group`` (inputs sorted by group).
-
-    A Hillis-Steele scan: log2(longest run) steps of a shifted maximum, each
-    taken only where the shifted entry is of the same group.
-    """
-    out = vals.copy()
-    m = out.size
-    step = 1
-    while step < m:
-        same = group[step:] == group[:-step]
-        if not same.any():
-            break
-        np.maximum(out[step:], np.where(same, out[:-step], out[step:]), out=out[step:])
-        step *= 2
-    return out
-
-
-def _masked_prefix(group: np.ndarray, vals: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Running max within groups over the entries where ``mask`` (``_NEG`` where none yet)."""
-    return _prefix_max(group, np.where(mask, vals, _NEG))
 
 
 def _sorted(*keys: np.ndarray) -> bool:
@@ -68,59 +45,24 @@ def _sorted(*keys: np.ndarray) -> bool:
     return True
 
 
-def _keep_index(rows: np.ndarray, t: np.ndarray, g: np.ndarray, p: np.ndarray, u: np.ndarray, b: np.ndarray,
+def _keep_index(rows: np.ndarray, t: np.ndarray, g: np.ndarray, p: np.ndarray, u: np.ndarray,
                 is_cur: np.ndarray, idle_allowed: np.ndarray, node_sizes: np.ndarray | None,
                 best_batch: bool, dominance: bool) -> np.ndarray:
-    """Indices (ascending) of the options the reductions keep.
+    """Indices (ascending) of the options the reductions keep (one compiled pass:
+    :func:`elasticopt.models.kernels.keep_index`).
 
     Options are flat and sorted by (job row, type, k, packed, b): ``rows[i]``,
-    ``t[i]``, ``g[i]``, ``p[i]``, ``u[i]``, ``b[i]`` are option i's job row,
-    type, k, packing, utility and batch; ``is_cur[i]`` whether it is its
-    job's current option; ``node_sizes[t]`` GPUs per node of type t.
+    ``t[i]``, ``g[i]``, ``p[i]``, ``u[i]`` are option i's job row, type, k,
+    packing and utility; ``is_cur[i]`` whether it is its job's current option;
+    ``node_sizes[t]`` GPUs per node of type t.
     """
-    m = rows.size
-    idx = np.arange(m)
-    kept = idx
-    if best_batch and m:
-        # per (job, type, k, packed): the best utility, then the current b, then the smallest b
-        start = np.ones(m, dtype=bool)
-        start[1:] = (rows[1:] != rows[:-1]) | (t[1:] != t[:-1]) | (g[1:] != g[:-1]) | (p[1:] != p[:-1])
-        starts = np.flatnonzero(start)
-        if starts.size < m:  # else every group is one option: nothing to choose
-            grp = np.cumsum(start) - 1
-            # the best (utility, current) of each group, as one integer (|u| < 2**53: 2u + 1 fits int64) ...
-            key = 2 * u + is_cur
-            best = np.maximum.reduceat(key, starts)
-            # ... and the first option reaching it: sorted by b within the group, the smallest b
-            first = np.minimum.reduceat(np.where(key == best[grp], idx, m), starts)
-            rows, g, t, p, u = rows[first], g[first], t[first], p[first], u[first]
-            kept = first
-            m = rows.size
-            idx = np.arange(m)
-    if dominance and m:
-        # group (job, type), k ascending (the order above)
-        new_grp = np.ones(m, dtype=bool)
-        new_grp[1:] = (rows[1:] != rows[:-1]) | (t[1:] != t[:-1])
-        grp = np.cumsum(new_grp) - 1
-        new_k = new_grp.copy()
-        new_k[1:] |= g[1:] != g[:-1]
-        run_start = np.maximum.accumulate(np.where(new_k, idx, 0))  # first index of this (group, k) run
-        is_last = np.ones(m, dtype=bool)
-        is_last[:-1] = new_k[1:]
-        run_end = np.minimum.accumulate(np.where(is_last, idx, m)[::-1])[::-1]  # last index of the run
-        pu = _masked_prefix(grp, u, ~p)  # best unpacked utility so far (k <= this k within the run's end)
-        pp = _masked_prefix(grp, u, p)  # best packed utility so far
-        before = run_start - 1
-        same = (before >= 0) & (grp[np.maximum(before, 0)] == grp)
-        u_lt = np.where(same, pu[np.maximum(before, 0)], _NEG)  # unpacked, k < this k
-        p_lt = np.where(same, pp[np.maximum(before, 0)], _NEG)  # packed, k < this k
-        u_le = pu[run_end]  # unpacked, k <= this k
-        idle0 = np.where(idle_allowed[rows], 0, _NEG)
-        one_node = (g <= node_sizes[t]) if node_sizes is not None else np.zeros(m, dtype=bool)
-        thr_packed = np.maximum(u_le, np.where(one_node, p_lt, _NEG))
-        thr = np.maximum(idle0, np.where(p, thr_packed, u_lt))
-        kept = kept[u > thr]
-    return kept
+    from elasticopt.models.kernels import keep_index
+
+    sizes = _NO_NODES if node_sizes is None else node_sizes
+    return keep_index(rows, t, g, p, u, is_cur, idle_allowed, sizes, best_batch, dominance)
+
+
+_NO_NODES = np.zeros(0, dtype=np.int64)
 
 
 def _node_sizes(pools) -> np.ndarray | None:
@@ -154,7 +96,7 @@ def _keep_mask(table: OptionTable, best_batch: bool, dominance: bool) -> tuple[n
         rows, cols, g, t, p, u, b = rows[order], cols[order], g[order], t[order], p[order], u[order], b[order]
     is_cur = table.current_option[rows] == cols
     if best_batch or dominance:
-        sel = _keep_index(rows, t, g, p, u, b, is_cur, table.idle_allowed, _node_sizes(table.pools),
+        sel = _keep_index(rows, t, g, p, u, is_cur, table.idle_allowed, _node_sizes(table.pools),
                           best_batch, dominance)
         rows, cols, t, g = rows[sel], cols[sel], t[sel], g[sel]
     keep[rows, cols] = True
@@ -277,7 +219,7 @@ def compile_reduced(problem: Problem) -> OptionTable:
     """
     flat = compile_flat(problem)
     f = flat.rows
-    sel = _keep_index(f.job, f.gpu_type, f.gpus, f.packed, flat.utility, f.batch, flat.is_current,
+    sel = _keep_index(f.job, f.gpu_type, f.gpus, f.packed, flat.utility, flat.is_current,
                       flat.idle_allowed, _node_sizes(flat.pools), True, True)
     caps = _clipped(flat.capacities, f.job[sel], f.gpu_type[sel], f.gpus[sel])
     table = table_from_flat(flat, sel, caps)

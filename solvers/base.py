@@ -32,7 +32,7 @@ from elasticopt.models.table import OptionTable
 from elasticopt.solvers.options import OptionRule, check_options
 from elasticopt.solvers.solution import Solution, Status
 
-__all__ = ["Backend", "Outcome", "choice_to_allocation"]
+__all__ = ["Backend", "Outcome"]
 
 #: Required modules already found installed in this process.
 _FOUND: set[str] = set()
@@ -56,54 +56,39 @@ class Outcome:
     node_counts: Mapping[int, Mapping[int, int]] | None = None
 
 
-def choice_to_allocation(table: OptionTable, choice: np.ndarray) -> dict[str, tuple[int, int] | None]:
-    """Map option indices (-1 = idle) to ``job id -> (gpus, batch) | None``."""
-    choice = np.asarray(choice, dtype=np.int64)
-    if table.width == 0:
-        return {jid: None for jid in table.job_ids}
-    ar = np.arange(table.n_jobs)
-    idx = np.maximum(choice, 0)
-    out: dict[str, tuple[int, int] | None] = dict(
-        zip(table.job_ids, zip(table.gpus[ar, idx].tolist(), table.batch[ar, idx].tolist()))
-    )
-    for j in np.flatnonzero(choice < 0).tolist():
-        out[table.job_ids[j]] = None
-    return out
-
-
 def _check_choice(table: OptionTable, choice: np.ndarray) -> str:
-    """Why ``choice`` is not a feasible allocation of ``table``; "" if it is."""
+    """Why ``choice`` is not a feasible allocation of ``table``'s totals; "" if it is (placement aside)."""
+    from elasticopt.models.kernels import check_choice
+
     if choice.shape != (table.n_jobs,):
         return f"expected {table.n_jobs} choices, got shape {choice.shape}"
-    idle = choice < 0
-    bad_idle = np.flatnonzero(idle & ~table.idle_allowed)
-    if bad_idle.size:
-        return f"job {table.job_ids[bad_idle[0]]!r} left idle but it may not be"
-    rows = np.flatnonzero(~idle)
-    cols = choice[rows]
-    out_of_range = cols >= table.width
-    if out_of_range.any():
-        return f"job {table.job_ids[rows[out_of_range][0]]!r} given option {int(cols[out_of_range][0])}, which does not exist"
-    invalid = ~table.valid[rows, cols]
-    if invalid.any():
-        return f"job {table.job_ids[rows[invalid][0]]!r} given option {int(cols[invalid][0])}, which does not exist"
-    used = table.gpus_by_type(choice)
-    over = np.flatnonzero(used > table.capacities)
-    if over.size:
-        t = int(over[0])
+    code, where, used = check_choice(choice, table.valid, table.gpus, table.gpu_type, table.idle_allowed,
+                                     np.asarray(table.capacities, dtype=np.int64))
+    if code == 1:
+        return f"job {table.job_ids[where]!r} left idle but it may not be"
+    if code == 2:
+        return f"job {table.job_ids[where]!r} given option {int(choice[where])}, which does not exist"
+    if code == 3:
+        t = int(where)
         if table.n_types == 1:
             return f"uses {int(used[t])} GPUs, capacity is {table.capacity}"
         return f"uses {int(used[t])} GPUs of type {table.types[t]!r}, which has {int(table.capacities[t])}"
     return ""
 
 
-def choice_details(table: OptionTable, choice: np.ndarray) -> tuple[dict[str, str], dict[str, bool]]:
-    """Per running job of ``choice``: its GPU type and whether its option is packed."""
+def _results(table: OptionTable, choice: np.ndarray) -> tuple[int, float, dict, dict, dict]:
+    """Integer and float objective, allocation, GPU types and packing of a feasible ``choice``, gathered once."""
     rows = np.flatnonzero(choice >= 0)
     cols = choice[rows]
-    ids = [table.job_ids[r] for r in rows.tolist()]
-    types = [table.types[t] for t in table.gpu_type[rows, cols].tolist()]
-    return dict(zip(ids, types)), dict(zip(ids, table.packed[rows, cols].tolist()))
+    obj = int(table.utility[rows, cols].sum()) if rows.size else 0
+    val = float(table.value[rows, cols].sum()) if rows.size else 0.0
+    ids = table.job_ids
+    run = [ids[r] for r in rows.tolist()]
+    allocation: dict[str, tuple[int, int] | None] = dict.fromkeys(ids)
+    allocation.update(zip(run, zip(table.gpus[rows, cols].tolist(), table.batch[rows, cols].tolist())))
+    types = table.types
+    gtypes = dict(zip(run, [types[t] for t in table.gpu_type[rows, cols].tolist()]))
+    return obj, val, allocation, gtypes, dict(zip(run, table.packed[rows, cols].tolist()))
 
 
 class Backend(ABC):
@@ -249,7 +234,6 @@ class Backend(ABC):
                 stats=stats,
                 **common,
             )
-        obj, val = table.objective_of(choice)
         t3 = time.perf_counter()
         placed, nodes = place_choice(table, choice, counts=out.node_counts)
         stats["placement_s"] = time.perf_counter() - t3
@@ -268,13 +252,13 @@ class Backend(ABC):
                 stats=stats,
                 **common,
             )
-        gtypes, packed = choice_details(table, choice)
+        obj, val, allocation, gtypes, packed = _results(table, choice)
         return Solution(
             out.status,
             objective=obj,
             objective_value=val,
             bound=out.bound,
-            allocation=choice_to_allocation(table, choice),
+            allocation=allocation,
             build_s=build_s,
             solve_s=solve_s,
             message=out.message,

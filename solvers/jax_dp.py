@@ -315,7 +315,7 @@ class JaxDP(Backend):
             return raw
         fix: Fixing | None = model["fix"]
         core: OptionTable = model["core"]
-        ops = int(core.valid.sum()) * int(np.prod(state_shape(core), dtype=np.int64))
+        ops = int(core.valid.sum()) * int(np.prod(state_shape(core), dtype=np.int64)) if raw is not None else 0
         stats: dict[str, Any] = {"operations": ops, "dp_jobs": core.n_jobs, "dp_capacity": core.capacity}
         if fix is not None:
             stats.update(
@@ -325,7 +325,6 @@ class JaxDP(Backend):
                 incumbent=fix.incumbent_value,
             )
         if raw is None:  # incumbent proven optimal by the bound
-            stats["operations"] = 0
             return Outcome(Status.OPTIMAL, choice=fix.incumbent, bound=fix.incumbent_value, stats=stats)
         best, choice = raw
         out = dp_outcome(core, best, choice[: core.n_jobs].astype(np.int64), ops)

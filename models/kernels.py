@@ -1,0 +1,334 @@
+"""Compiled loops of the compile-and-solve path (numba; docs/design.md §3).
+
+Steps that are one pass over sorted options or over jobs, where numpy would
+need dozens of whole-array calls (each a few microseconds on small arrays),
+are written here as plain loops and compiled by numba on first use (cached on
+disk).  Each kernel states the reference it must agree with; the tests compare
+them on random inputs.  Integers are int64 throughout; float sums are
+sequential (the Lagrangian margin of :mod:`~elasticopt.models.lagrangian`
+holds for any summation order).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["keep_index", "quick_proof_multi", "place_types", "check_choice"]
+
+#: Below every utility (the reductions' "none yet").
+NEG = -(1 << 62)
+
+
+@njit(cache=True, nogil=True)
+def keep_index(rows, t, g, p, u, is_cur, idle_allowed, node_sizes, best_batch, dominance):  # pragma: no cover
+    """Indices (ascending) of the options the reductions keep (docs/design.md §2).
+
+    Options are flat and sorted by (job row, type, k, packed, b): ``rows[i]``,
+    ``t[i]``, ``g[i]``, ``p[i]``, ``u[i]`` are option i's job row, type, k,
+    packing and utility; ``is_cur[i]`` whether it is its job's current option;
+    ``idle_allowed[j]`` whether job j may idle; ``node_sizes[t]`` GPUs per node
+    of type t (an empty array: no option counts as one node).
+
+    1. ``best_batch``: per (job, type, k, packed) the option with the largest
+       (utility, current), the first (smallest b) among equals.
+    2. ``dominance``: option i is kept iff ``u[i]`` beats idle (0, where the job
+       may idle) and every easier option of its (job, type) with fewer GPUs:
+       unpacked with smaller k; for a packed option also unpacked with the same
+       k, and packed with smaller k where k fits one node.
+    """
+    m = rows.size
+    sel = np.empty(m, dtype=np.int64)  # sel[:n]: the options left after step 1
+    n = 0
+    if best_batch:
+        i = 0
+        while i < m:
+            best, arg = 2 * u[i] + is_cur[i], i
+            e = i + 1
+            while e < m and rows[e] == rows[i] and t[e] == t[i] and g[e] == g[i] and p[e] == p[i]:
+                key = 2 * u[e] + is_cur[e]
+                if key > best:
+                    best, arg = key, e
+                e += 1
+            sel[n] = arg
+            n += 1
+            i = e
+    else:
+        for i in range(m):
+            sel[i] = i
+        n = m
+    if not dominance:
+        return sel[:n].copy()
+    out = np.empty(n, dtype=np.int64)
+    kept = 0
+    has_nodes = node_sizes.size > 0
+    a = 0
+    while a < n:  # one (job, type) group: sel[a:z]
+        r, ty = rows[sel[a]], t[sel[a]]
+        u_lt = NEG  # best unpacked utility with fewer GPUs (k' < k)
+        p_lt = NEG  # best packed utility with fewer GPUs
+        idle0 = 0 if idle_allowed[r] else NEG
+        s = a
+        while s < n and rows[sel[s]] == r and t[sel[s]] == ty:
+            k = g[sel[s]]
+            e = s
+            run_u, run_p = NEG, NEG  # best unpacked / packed utility with exactly k GPUs
+            while e < n and rows[sel[e]] == r and t[sel[e]] == ty and g[sel[e]] == k:
+                x = sel[e]
+                if p[x]:
+                    run_p = max(run_p, u[x])
+                else:
+                    run_u = max(run_u, u[x])
+                e += 1
+            u_le = max(u_lt, run_u)
+            one_node = has_nodes and k <= node_sizes[ty]
+            for q in range(s, e):
+                x = sel[q]
+                if p[x]:
+                    thr = max(u_le, p_lt) if one_node else u_le
+                else:
+                    thr = u_lt
+                if u[x] > max(thr, idle0):
+                    out[kept] = x
+                    kept += 1
+            u_lt = u_le
+            p_lt = max(p_lt, run_p)
+            s = e
+        a = s
+    return out[:kept].copy()
+
+
+@njit(cache=True, nogil=True)
+def quick_proof_multi(valid, gpus, gpu_type, utility, idle_allowed, capacities, capacity):  # pragma: no cover
+    """The quick optimality proof of several GPU types (``fixing._quick_proof_multi``'s loops).
+
+    λ_t = max(0, the best utility per GPU of type t); the Lagrangian choice at
+    λ (per job the column of the largest u - λ_t k, idle first on ties); if it
+    fits every type, the bound ``floor(L(λ) + margin)`` (``margin_of``'s margin,
+    ``capacity`` the table's total) and a greedy fill of
+    the options tied with idle (largest first while their type has room).
+
+    Returns
+    -------
+    (status, bound, choice, value)
+        status 1: ``choice`` (option per job, -1 idle) is worth ``value`` >=
+        ``bound``, proven optimal; 0: not proven (the other fields meaningless).
+    """
+    n, K = valid.shape
+    T = capacities.size
+    lam = np.zeros(T)
+    for j in range(n):
+        for o in range(K):
+            if valid[j, o] and gpus[j, o] > 0:
+                r = utility[j, o] / gpus[j, o]
+                if r > lam[gpu_type[j, o]]:
+                    lam[gpu_type[j, o]] = r
+    choice = np.full(n, -1, dtype=np.int64)
+    used = np.zeros(T, dtype=np.int64)
+    total = 0.0
+    for t in range(T):
+        total += lam[t] * capacities[t]
+    mag_u = 0.0  # sum over jobs of the largest |u| of a valid option
+    mag_k = 0.0  # sum over jobs of the largest k of a valid option
+    for j in range(n):
+        best = 0.0 if idle_allowed[j] else -np.inf
+        arg = -1
+        top_u, top_k = 0.0, 0.0
+        for o in range(K):
+            if valid[j, o]:
+                s = utility[j, o] - lam[gpu_type[j, o]] * gpus[j, o]
+                if s > best:
+                    best, arg = s, o
+                top_u = max(top_u, abs(float(utility[j, o])))
+                top_k = max(top_k, float(gpus[j, o]))
+        if best == -np.inf:
+            return 0, 0, choice, 0  # a job that must run has no option
+        choice[j] = arg
+        if arg >= 0:
+            used[gpu_type[j, arg]] += gpus[j, arg]
+        total += best
+        mag_u += top_u
+        mag_k += top_k
+    for t in range(T):
+        if used[t] > capacities[t]:
+            return 0, 0, choice, 0
+    lam_max = 0.0
+    for t in range(T):
+        lam_max = max(lam_max, lam[t])
+    margin = (n + K + 4) * 2.0**-48 * (mag_u + lam_max * (capacity + mag_k)) + 1e-9
+    bound = int(np.floor(total + margin))
+    # options of idle jobs scoring like idle (within 1e-9 relative), largest k first, stable in (row, column)
+    m = 0
+    for j in range(n):
+        if choice[j] < 0:
+            for o in range(K):
+                if valid[j, o]:
+                    m += 1
+    cand_r = np.empty(m, dtype=np.int64)
+    cand_c = np.empty(m, dtype=np.int64)
+    cand_k = np.empty(m, dtype=np.int64)
+    m = 0
+    for j in range(n):
+        if choice[j] < 0:
+            for o in range(K):
+                if valid[j, o]:
+                    s = utility[j, o] - lam[gpu_type[j, o]] * gpus[j, o]
+                    if s >= -1e-9 * max(1.0, abs(float(utility[j, o]))):
+                        cand_r[m], cand_c[m], cand_k[m] = j, o, gpus[j, o]
+                        m += 1
+    order = np.argsort(-cand_k[:m], kind="mergesort")
+    left = capacities - used
+    free = 0
+    for t in range(T):
+        free += left[t]
+    taken = np.zeros(n, dtype=np.bool_)
+    for q in range(m):
+        if free <= 0:
+            break
+        i = order[q]
+        r, c, k = cand_r[i], cand_c[i], cand_k[i]
+        ty = gpu_type[r, c]
+        if taken[r] or k > left[ty]:
+            continue
+        choice[r] = c
+        taken[r] = True
+        left[ty] -= k
+        free -= k
+    value = 0
+    for j in range(n):
+        if choice[j] >= 0:
+            value += utility[j, choice[j]]
+    if value < bound:
+        return 0, bound, choice, value
+    return 1, bound, choice, value
+
+
+@njit(cache=True, nogil=True)
+def place_types(ks, packed, types, free, node_start, gpus_per_node):  # pragma: no cover
+    """:func:`elasticopt.models.placement.place`'s best-fit heuristic on every pool, as GPU segments.
+
+    Jobs i (those that run, in row order) take ``ks[i]`` GPUs of type
+    ``types[i]``, packed iff ``packed[i]``; type t's nodes are ``free[node_start[t]
+    .. node_start[t + 1]]`` (free GPUs per node), g = ``gpus_per_node[t]``.
+    Per type, packed jobs, largest first (ties by position), take the
+    fullest-fitting node (best fit) or, over m = ceil(k / g) nodes, the m
+    fullest; each takes the first free GPU indices of its nodes, in job order;
+    unpacked jobs then fill the nodes, fullest first.
+
+    Returns
+    -------
+    (placed, job, node, offset, count)
+        ``placed[t]`` False where the heuristic fails on type t (the exhaustive
+        search decides there); segment s gives job ``job[s]`` the free GPUs
+        ``offset[s] .. offset[s] + count[s]`` (positions in the free list of
+        node ``node[s]`` of its type): per type, packed jobs first, then
+        unpacked ones.
+    """
+    T = gpus_per_node.size
+    J = ks.size
+    cap = J * free.size + J + free.size + 1
+    s_job = np.empty(cap, dtype=np.int64)
+    s_node = np.empty(cap, dtype=np.int64)
+    s_off = np.empty(cap, dtype=np.int64)
+    s_cnt = np.empty(cap, dtype=np.int64)
+    placed = np.zeros(T, dtype=np.bool_)
+    s = 0
+    for t in range(T):
+        f = free[node_start[t]:node_start[t + 1]]
+        g = gpus_per_node[t]
+        nn = f.size
+        pj = np.empty(J, dtype=np.int64)  # packed jobs of type t, then unpacked ones (row order)
+        uj = np.empty(J, dtype=np.int64)
+        P, U, need_all = 0, 0, 0
+        for i in range(J):
+            if types[i] == t:
+                need_all += ks[i]
+                if packed[i]:
+                    pj[P] = i
+                    P += 1
+                else:
+                    uj[U] = i
+                    U += 1
+        if need_all > f.sum():
+            continue
+        left = f.copy()
+        cnt = np.zeros((P, nn), dtype=np.int64)  # cnt[q, n]: GPUs of packed job pj[q] on node n
+        pk = ks[pj[:P]]
+        ok = True
+        for q in np.argsort(-pk, kind="mergesort"):
+            k = pk[q]
+            if k <= g:
+                best = -1
+                for n in range(nn):
+                    if left[n] >= k and (best < 0 or left[n] < left[best]):
+                        best = n
+                if best < 0:
+                    ok = False
+                    break
+                left[best] -= k
+                cnt[q, best] = k
+            else:
+                nodes = np.argsort(-left, kind="mergesort")[: (k + g - 1) // g]
+                if left[nodes].sum() < k:
+                    ok = False
+                    break
+                rest = k
+                for n in nodes:
+                    take = min(left[n], rest)
+                    cnt[q, n] += take
+                    left[n] -= take
+                    rest -= take
+        if not ok:
+            continue
+        placed[t] = True
+        used = np.zeros(nn, dtype=np.int64)  # GPUs of node n given out so far (its free list's first ones)
+        for q in range(P):
+            for n in range(nn):
+                if cnt[q, n]:
+                    s_job[s], s_node[s], s_off[s], s_cnt[s] = pj[q], n, used[n], cnt[q, n]
+                    used[n] += cnt[q, n]
+                    s += 1
+        walk = np.argsort(-(f - used), kind="mergesort")  # fullest first, ties by index
+        pos, off = 0, 0
+        for q in range(U):
+            rest = ks[uj[q]]
+            while rest:
+                n = walk[pos]
+                take = min(f[n] - used[n] - off, rest)
+                if take > 0:
+                    s_job[s], s_node[s], s_off[s], s_cnt[s] = uj[q], n, used[n] + off, take
+                    s += 1
+                    off += take
+                    rest -= take
+                if off >= f[n] - used[n]:
+                    pos, off = pos + 1, 0
+    return placed, s_job[:s], s_node[:s], s_off[:s], s_cnt[:s]
+
+
+@njit(cache=True, nogil=True)
+def check_choice(choice, valid, gpus, gpu_type, idle_allowed, capacities):  # pragma: no cover
+    """Why ``choice`` (option per job, -1 idle) is not a feasible allocation of the totals.
+
+    Returns
+    -------
+    (code, where, used)
+        ``used[t]``: GPUs of type t the choice takes; ``code`` 0 when feasible,
+        1 job ``where`` idle but it may not be, 2 job ``where`` given an option
+        that does not exist, 3 type ``where`` over its capacity (the first
+        such job or type).
+    """
+    n, K = valid.shape
+    used = np.zeros(capacities.size, dtype=np.int64)
+    for j in range(n):
+        c = choice[j]
+        if c < 0:
+            if not idle_allowed[j]:
+                return 1, j, used
+        elif c >= K or not valid[j, c]:
+            return 2, j, used
+        else:
+            used[gpu_type[j, c]] += gpus[j, c]
+    for t in range(capacities.size):
+        if used[t] > capacities[t]:
+            return 3, t, used
+    return 0, -1, used
