@@ -131,7 +131,7 @@ def _hetero(rng, jobs: int, gpus: int, gpus_per_node: int, *, cluster: str = "si
         net, models = nets[int(rng.integers(len(nets)))]
         if len(models) > 1 and rng.random() < 0.3:  # some jobs are restricted to part of the types
             keep = rng.choice(sorted(models), size=int(rng.integers(1, len(models))), replace=False)
-            models = {t: models[t] for t in sorted(keep)}
+            models = {str(t): models[str(t)] for t in sorted(keep)}  # str keys, not numpy strings
         win = _batch_window(rng, list(models.values()))
         if win is None:
             continue

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
 
+import numpy as np
+
 from elasticopt.errors import ValidationError
 
 __all__ = ["Cluster", "Pool", "DEFAULT_TYPE", "check_int"]
@@ -129,6 +131,18 @@ class Cluster:
     def capacity(self, gpu_type: str) -> int:
         """Free GPUs of one type."""
         return self.pools[gpu_type].gpus  # type: ignore[index]
+
+    @cached_property
+    def capacities(self) -> np.ndarray:
+        """Free GPUs per type, in pool order (read-only int64 array)."""
+        caps = np.array([pool.gpus for pool in self.pools.values()], dtype=np.int64)  # type: ignore[union-attr]
+        caps.setflags(write=False)
+        return caps
+
+    @cached_property
+    def pool_list(self) -> tuple[Pool, ...]:
+        """The pools, in type order."""
+        return tuple(self.pools.values())  # type: ignore[union-attr]
 
     def __hash__(self) -> int:
         return hash((self.gpus, self.gpus_per_node, tuple(self.pools.items())))  # type: ignore[union-attr]

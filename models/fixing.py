@@ -100,12 +100,12 @@ def _quick_proof_multi(table: OptionTable) -> Fixing | None:
     """
     from elasticopt.models.kernels import quick_proof_multi
 
-    proven, bound, choice, value = quick_proof_multi(
+    proven, bound, choice, value, left, n_valid = quick_proof_multi(
         table.valid, table.gpus, table.gpu_type, table.utility, table.idle_allowed,
         np.asarray(table.capacities, dtype=np.int64), int(table.capacity))
     if not proven:
         return None
-    return _all_fixed(table, int(bound), choice, int(value))
+    return _all_fixed(table, int(bound), choice, int(value), left, int(n_valid))
 
 
 def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
@@ -149,11 +149,18 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
     return make_fixing(table, bound, inc, int(inc_val), keep, idle_keep)
 
 
-def _all_fixed(table: OptionTable, bound: int, inc: np.ndarray, inc_val: int) -> Fixing:
-    """Every job fixed to the incumbent (proven optimal): an empty core."""
+def _all_fixed(table: OptionTable, bound: int, inc: np.ndarray, inc_val: int, caps: np.ndarray | None = None,
+               n_valid: int | None = None) -> Fixing:
+    """Every job fixed to the incumbent (proven optimal): an empty core.
+
+    ``caps``: the GPUs per type the incumbent leaves free, ``n_valid`` the
+    table's valid options (computed here where None).
+    """
     inc = np.asarray(inc, dtype=np.int64)
-    rows = np.flatnonzero(inc >= 0)
-    caps = np.asarray(table.capacities) - table.gpus_by_type(inc)
+    if caps is None:
+        caps = np.asarray(table.capacities) - table.gpus_by_type(inc)
+    if n_valid is None:
+        n_valid = int(table.valid.sum())
     arrays = _empty_arrays(table.width)
     core = OptionTable(
         job_ids=(),
@@ -178,7 +185,7 @@ def _all_fixed(table: OptionTable, bound: int, inc: np.ndarray, inc_val: int) ->
         bound=int(bound),
         incumbent=inc,
         incumbent_value=inc_val,
-        options_removed=int(table.valid.sum() - rows.size),
+        options_removed=n_valid - int(np.count_nonzero(inc >= 0)),
     )
 
 

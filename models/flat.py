@@ -158,15 +158,14 @@ def _overflow_error(problem: Problem, rows: OptionRows, value: np.ndarray, exc: 
 
 def _option_rows(problem: Problem) -> OptionRows:
     """Every (type, k, b, packed) option of every job, sorted (the arrays of ``Job.typed_options``)."""
+    from elasticopt.models.kernels import gather_options  # numba: imported on first use
+
     types = problem.cluster.types
     ix = option_blocks(problem)
     all_k, all_b, all_p, all_s = ix.arrays
-    plen = ix.pair_size
-    total = int(plen.sum())
-    pstart = np.cumsum(plen) - plen
-    src = np.arange(total) + np.repeat(ix.pair_start - pstart, plen)  # option i = entry src[i] of the arrays
-    rows = OptionRows(np.repeat(ix.pair_job, plen), all_k[src], all_b[src], all_s[src],
-                      np.repeat(ix.pair_type, plen), all_p[src], types)
+    job, k, b, s, t, p = gather_options(ix.pair_job, ix.pair_type, ix.pair_start, ix.pair_size, all_k, all_b, all_p,
+                                        all_s)
+    rows = OptionRows(job, k, b, s, t, p, types)
     fj, ft, fk, fb, fp, fs = ix.flat
     if fj:  # measured points, read flat: merge and restore each job's (type, k, packed, b) order
         cat2 = (lambda a, xs, dt: np.concatenate([a, np.asarray(xs, dtype=dt)]))
@@ -194,6 +193,8 @@ def compile_flat(problem: Problem) -> FlatOptions:
     ValidationError
         If the objective total cannot be held in exact integers (names the job's field).
     """
+    from elasticopt.models.kernels import current_mask, value_totals  # numba: imported on first use
+
     cluster = problem.cluster
     types = cluster.types
     jobs = problem.jobs
@@ -221,33 +222,28 @@ def compile_flat(problem: Problem) -> FlatOptions:
             pools = cluster.pools
             cur_p[run_rows] = [x is not None and len(x) <= -(-k // pools[t].gpus_per_node)  # type: ignore[index]
                                for x, k, t in zip(nodes, gpus, rtype)]
-    r = rows.job
-    is_cur = ((rows.gpu_type == cur_t[r]) & (rows.gpus == cur_k[r]) & (rows.batch == cur_b[r])
-              & (rows.packed == cur_p[r]))
+    is_cur = current_mask(rows.job, rows.gpu_type, rows.gpus, rows.batch, rows.packed, cur_t, cur_k, cur_b, cur_p)
     vals = values_of(problem, jobs, rows, is_cur)
-    offered = np.isfinite(vals)
-    if not offered.all():  # drop the options the objective does not offer
+    # per job its options and largest |v| (0 without options): their sum, as the [n, K] table would sum it
+    counts, most, n_offered = value_totals(rows.job, vals, n)
+    if n_offered < vals.size:  # drop the options the objective does not offer
+        offered = np.isfinite(vals)
         rows = OptionRows(rows.job[offered], rows.gpus[offered], rows.batch[offered], rows.samples_per_s[offered],
                           rows.gpu_type[offered], rows.packed[offered], types)
         vals, is_cur = vals[offered], is_cur[offered]
-    counts = np.bincount(rows.job, minlength=n).astype(np.int64) if n else np.zeros(0, np.int64)
     idle = np.ones(n, dtype=bool) if problem.allow_preemption else ~is_running
     tie_scale, bonus = tie_bonus(problem.priority)
-    # sum over jobs of the largest |v| (0 for a job without options), as the [n, K] table would sum it
-    most = np.zeros(n)
-    has = counts > 0
-    if vals.size:
-        most[has] = np.maximum.reduceat(np.abs(vals), (np.cumsum(counts) - counts)[has])
     try:
         scale = pick_scale(float(most.sum()), n, tie_scale)
     except ValidationError as exc:
         raise _overflow_error(problem, rows, vals, exc) from None
-    utility = np.rint(vals * scale).astype(np.int64) * tie_scale
+    utility = np.rint(vals * scale).astype(np.int64)
+    if tie_scale != 1:
+        utility *= tie_scale
     job_ids = problem.job_ids
     if bonus:
         bvec = np.array([bonus.get(jid, 0) for jid in job_ids], dtype=np.int64)
         utility = utility + bvec[rows.job]
-    caps = np.array([cluster.capacity(t) for t in types], dtype=np.int64)
     return FlatOptions(
         rows=rows,
         value=vals,
@@ -260,7 +256,7 @@ def compile_flat(problem: Problem) -> FlatOptions:
         job_ids=job_ids,
         running_ids=tuple(job_ids[j] for j in run_rows),
         types=types,
-        capacities=caps,
-        pools=tuple(cluster.pools[t] for t in types),  # type: ignore[index]
+        capacities=cluster.capacities.copy(),
+        pools=cluster.pool_list,
         capacity=int(cluster.gpus),
     )

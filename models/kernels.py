@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["keep_index", "quick_proof_multi", "place_types", "check_choice"]
+__all__ = ["keep_index", "quick_proof_multi", "place_types", "check_choice", "layout", "gather_options", "current_mask", "value_totals", "group_max"]
 
 #: Below every utility (the reductions' "none yet").
 NEG = -(1 << 62)
@@ -110,9 +110,11 @@ def quick_proof_multi(valid, gpus, gpu_type, utility, idle_allowed, capacities, 
 
     Returns
     -------
-    (status, bound, choice, value)
+    (status, bound, choice, value, left, options)
         status 1: ``choice`` (option per job, -1 idle) is worth ``value`` >=
-        ``bound``, proven optimal; 0: not proven (the other fields meaningless).
+        ``bound``, proven optimal, and leaves ``left[t]`` GPUs of type t free;
+        0: not proven (the other fields meaningless).  ``options``: the
+        number of valid options.
     """
     n, K = valid.shape
     T = capacities.size
@@ -142,7 +144,7 @@ def quick_proof_multi(valid, gpus, gpu_type, utility, idle_allowed, capacities, 
                 top_u = max(top_u, abs(float(utility[j, o])))
                 top_k = max(top_k, float(gpus[j, o]))
         if best == -np.inf:
-            return 0, 0, choice, 0  # a job that must run has no option
+            return 0, 0, choice, 0, used, 0  # a job that must run has no option
         choice[j] = arg
         if arg >= 0:
             used[gpu_type[j, arg]] += gpus[j, arg]
@@ -151,7 +153,7 @@ def quick_proof_multi(valid, gpus, gpu_type, utility, idle_allowed, capacities, 
         mag_k += top_k
     for t in range(T):
         if used[t] > capacities[t]:
-            return 0, 0, choice, 0
+            return 0, 0, choice, 0, used, 0
     lam_max = 0.0
     for t in range(T):
         lam_max = max(lam_max, lam[t])
@@ -159,10 +161,12 @@ def quick_proof_multi(valid, gpus, gpu_type, utility, idle_allowed, capacities, 
     bound = int(np.floor(total + margin))
     # options of idle jobs scoring like idle (within 1e-9 relative), largest k first, stable in (row, column)
     m = 0
+    n_valid = 0
     for j in range(n):
-        if choice[j] < 0:
-            for o in range(K):
-                if valid[j, o]:
+        for o in range(K):
+            if valid[j, o]:
+                n_valid += 1
+                if choice[j] < 0:
                     m += 1
     cand_r = np.empty(m, dtype=np.int64)
     cand_c = np.empty(m, dtype=np.int64)
@@ -198,9 +202,7 @@ def quick_proof_multi(valid, gpus, gpu_type, utility, idle_allowed, capacities, 
     for j in range(n):
         if choice[j] >= 0:
             value += utility[j, choice[j]]
-    if value < bound:
-        return 0, bound, choice, value
-    return 1, bound, choice, value
+    return (1 if value >= bound else 0), bound, choice, value, left, n_valid
 
 
 @njit(cache=True, nogil=True)
@@ -332,3 +334,114 @@ def check_choice(choice, valid, gpus, gpu_type, idle_allowed, capacities):  # pr
         if used[t] > capacities[t]:
             return 3, t, used
     return 0, -1, used
+
+
+@njit(cache=True, nogil=True)
+def layout(sel, n, n_types, job, gpus, batch, samples_per_s, gpu_type, packed, value, utility,
+           is_cur):  # pragma: no cover
+    """Flat options ``sel`` (ascending; sorted by job) laid out as the ``[n, K]`` arrays of an option table.
+
+    Returns
+    -------
+    (gpus, batch, samples_per_s, gpu_type, packed, value, utility, valid, current, most)
+        Row j holds job j's selected options in order, K the most of any job;
+        ``current[j]``: the column of its current option (-1 none);
+        ``most[t]``: the sum over jobs of the most GPUs of type t one of its
+        options uses (for clipping the capacities).
+    """
+    counts = np.zeros(n, dtype=np.int64)
+    for i in sel:
+        counts[job[i]] += 1
+    K = 0
+    for j in range(n):
+        K = max(K, counts[j])
+    g2 = np.zeros((n, K), dtype=np.int64)
+    b2 = np.zeros((n, K), dtype=np.int64)
+    s2 = np.zeros((n, K), dtype=np.float64)
+    t2 = np.zeros((n, K), dtype=np.int64)
+    p2 = np.zeros((n, K), dtype=np.bool_)
+    v2 = np.zeros((n, K), dtype=np.float64)
+    u2 = np.zeros((n, K), dtype=np.int64)
+    ok = np.zeros((n, K), dtype=np.bool_)
+    current = np.full(n, -1, dtype=np.int64)
+    top = np.zeros((n, n_types), dtype=np.int64)  # top[j, t]: most GPUs of type t of job j's options
+    col = np.zeros(n, dtype=np.int64)
+    for i in sel:
+        j = job[i]
+        c = col[j]
+        col[j] = c + 1
+        g2[j, c], b2[j, c], s2[j, c], t2[j, c] = gpus[i], batch[i], samples_per_s[i], gpu_type[i]
+        p2[j, c], v2[j, c], u2[j, c], ok[j, c] = packed[i], value[i], utility[i], True
+        if is_cur[i]:
+            current[j] = c
+        top[j, gpu_type[i]] = max(top[j, gpu_type[i]], gpus[i])
+    most = top.sum(axis=0)
+    return g2, b2, s2, t2, p2, v2, u2, ok, current, most
+
+
+@njit(cache=True, nogil=True)
+def gather_options(pair_job, pair_type, pair_start, pair_size, gpus, batch, packed, samples_per_s):  # pragma: no cover
+    """Every (job, type) pair's block of options, one after the other: the flat option rows.
+
+    Pair i's options are entries ``pair_start[i] .. pair_start[i] + pair_size[i]``
+    of the shared arrays; returns (job, gpus, batch, samples_per_s, gpu_type,
+    packed) of the options, pair by pair.
+    """
+    m = 0
+    for i in range(pair_size.size):
+        m += pair_size[i]
+    job = np.empty(m, dtype=np.int64)
+    k = np.empty(m, dtype=np.int64)
+    b = np.empty(m, dtype=np.int64)
+    s = np.empty(m, dtype=np.float64)
+    t = np.empty(m, dtype=np.int64)
+    p = np.empty(m, dtype=np.bool_)
+    o = 0
+    for i in range(pair_size.size):
+        a = pair_start[i]
+        for e in range(a, a + pair_size[i]):
+            job[o], k[o], b[o], s[o], t[o], p[o] = pair_job[i], gpus[e], batch[e], samples_per_s[e], pair_type[i], packed[e]
+            o += 1
+    return job, k, b, s, t, p
+
+
+@njit(cache=True, nogil=True)
+def current_mask(job, gpu_type, gpus, batch, packed, cur_t, cur_k, cur_b, cur_p):  # pragma: no cover
+    """``is_cur[i]``: option i is its job's current (type, k, b, packed) (``cur_t[j]`` -1: none)."""
+    out = np.zeros(job.size, dtype=np.bool_)
+    for i in range(job.size):
+        j = job[i]
+        out[i] = (cur_t[j] == gpu_type[i] and cur_k[j] == gpus[i] and cur_b[j] == batch[i]
+                  and cur_p[j] == packed[i])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def value_totals(job, value, n):  # pragma: no cover
+    """Per job its number of offered options (finite ``value``) and its largest |v| among them (0 without).
+
+    Returns (counts, top, offered): the sum of ``top`` sets the scale S;
+    ``offered`` is the number of finite values.
+    """
+    counts = np.zeros(n, dtype=np.int64)
+    top = np.zeros(n)
+    offered = 0
+    for i in range(job.size):
+        v = value[i]
+        if np.isfinite(v):
+            j = job[i]
+            counts[j] += 1
+            top[j] = max(top[j], abs(v))
+            offered += 1
+    return counts, top, offered
+
+
+@njit(cache=True, nogil=True)
+def group_max(group, x, n):  # pragma: no cover
+    """``out[j]`` = max(0, max of ``x[i]`` over the i with ``group[i] == j``) (``np.maximum.at`` from zeros)."""
+    out = np.zeros(n)
+    for i in range(group.size):
+        j = group[i]
+        if x[i] > out[j]:
+            out[j] = x[i]
+    return out

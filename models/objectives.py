@@ -76,9 +76,9 @@ def _weights(jobs: Sequence[Job]) -> np.ndarray:
 
 
 def _v_speedup(problem: Problem, jobs: Sequence[Job], rows: OptionRows) -> np.ndarray:
-    rate = rows.samples_per_s / rows.gpus
-    best = np.zeros(len(jobs))
-    np.maximum.at(best, rows.job, rate)  # R_j: the job's best per-GPU rate over all its options and types
+    from elasticopt.models.kernels import group_max  # numba: imported on first use
+
+    best = group_max(rows.job, rows.samples_per_s / rows.gpus, len(jobs))  # R_j: the job's best per-GPU rate
     return _weights(jobs)[rows.job] * rows.samples_per_s / best[rows.job]
 
 
@@ -89,9 +89,9 @@ def _v_goodput(problem: Problem, jobs: Sequence[Job], rows: OptionRows) -> np.nd
     for i in np.flatnonzero(has[rows.job]).tolist():
         e[i] = float(jobs[int(rows.job[i])].efficiency(int(rows.batch[i])))  # type: ignore[misc]
     g = rows.samples_per_s * e
-    rate = g / rows.gpus
-    best = np.zeros(len(jobs))
-    np.maximum.at(best, rows.job, rate)
+    from elasticopt.models.kernels import group_max
+
+    best = group_max(rows.job, g / rows.gpus, len(jobs))  # the job's best goodput per GPU
     return _weights(jobs)[rows.job] * g / best[rows.job]
 
 

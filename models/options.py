@@ -148,9 +148,10 @@ class _Arena:
         return self._k[:n], self._b[:n], self._p[:n], self._s[:n]
 
 
-#: Blocks of shared models (profiles), kept across compiles: key -> (model, offset, size) in ``_ARENA``;
-#: the model is kept so that a key's id(model) cannot be reused by another object while the entry lives.
-_CACHE: dict[tuple, tuple[Any, int, int]] = {}
+#: Blocks of shared models (profiles), kept across compiles: per pool (free GPUs, GPUs per node, nodes,
+#: node-aware), key -> (model, offset, size) in ``_ARENA``; the model is kept so that a key's id(model)
+#: cannot be reused by another object while the entry lives.
+_CACHE: dict[tuple, dict[tuple, tuple[Any, int, int]]] = {}
 _CACHE_MAX = 1 << 16
 _ARENA = _Arena()
 
@@ -179,10 +180,10 @@ def option_blocks(problem: Problem) -> OptionIndex:
     """The options of every job on every GPU type it may use, as shared blocks (module docstring)."""
     global _ARENA
     cluster = problem.cluster
-    pools = [(ti, t, pool, pool.gpus, pool.gpus_per_node, pool.nodes)
-             for ti, (t, pool) in enumerate(cluster.pools.items())]  # type: ignore[union-attr]
     aware = bool(problem.node_aware)
-    cache = _CACHE
+    # per pool: index, type, the pool, its free GPUs, and its blocks (key -> (model, offset, size))
+    pools = [(ti, t, pool, pool.gpus, _CACHE.setdefault((pool.gpus, pool.gpus_per_node, pool.nodes, aware), {}))
+             for ti, (t, pool) in enumerate(cluster.pools.items())]  # type: ignore[union-attr]
     pj: list[int] = []
     pt: list[int] = []
     ps: list[int] = []
@@ -200,7 +201,7 @@ def option_blocks(problem: Problem) -> OptionIndex:
             per_type = _IS_MAPPING[type(tp)] = isinstance(tp, Mapping)
         if gmax is None:
             gmax = big
-        for ti, t, pool, cap, gpn, nodes in pools:
+        for ti, t, pool, cap, cache in pools:
             if jtypes is not None and t not in jtypes:
                 continue
             model = tp.get(t) if per_type else tp
@@ -218,7 +219,7 @@ def option_blocks(problem: Problem) -> OptionIndex:
                             fp.append(packed)
                             fs.append(v)
                 continue
-            key = (id(model), gmin, khi, bmin, bmax, mloc, cap, gpn, nodes, aware)  # flat: cheap to hash
+            key = (id(model), gmin, khi, bmin, bmax, mloc)  # flat: cheap to hash
             hit = cache.get(key)
             if hit is None or hit[0] is not model:
                 blk = _model_block(model, (gmin, khi, bmin, bmax, mloc, cap), pool, aware)
@@ -231,7 +232,7 @@ def option_blocks(problem: Problem) -> OptionIndex:
     out = OptionIndex(np.asarray(pj, dtype=np.int64), np.asarray(pt, dtype=np.int64),
                       np.asarray(ps, dtype=np.int64), np.asarray(pn, dtype=np.int64), _ARENA.arrays(),
                       (fj, ft, fk, fb, fp, fs))
-    if len(cache) >= _CACHE_MAX:  # only after this call's offsets are taken: they point into this arena
-        cache.clear()
+    if sum(map(len, _CACHE.values())) >= _CACHE_MAX:  # only after this call's offsets are taken (they point into
+        _CACHE.clear()  # this arena)
         _ARENA = _Arena()
     return out

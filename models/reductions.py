@@ -221,6 +221,7 @@ def compile_reduced(problem: Problem) -> OptionTable:
     f = flat.rows
     sel = _keep_index(f.job, f.gpu_type, f.gpus, f.packed, flat.utility, flat.is_current,
                       flat.idle_allowed, _node_sizes(flat.pools), True, True)
-    caps = _clipped(flat.capacities, f.job[sel], f.gpu_type[sel], f.gpus[sel])
-    table = table_from_flat(flat, sel, caps)
-    return replace(table, stats=_stats(table.stats, int(f.job.size), int(sel.size), flat.capacity, int(caps.sum())))
+    table = table_from_flat(flat, sel, clip=True,
+                            stats=_stats({}, int(f.job.size), int(sel.size), flat.capacity, -1))
+    table.stats["capacity_after"] = table.capacity  # type: ignore[index]  # (its own new dict: the clipped total)
+    return table

@@ -182,8 +182,8 @@ class OptionTable:
         return u, v
 
 
-def table_from_flat(flat: FlatOptions, sel: np.ndarray | None = None,
-                    capacities: np.ndarray | None = None) -> OptionTable:
+def table_from_flat(flat: FlatOptions, sel: np.ndarray | None = None, clip: bool = False,
+                    stats: Mapping[str, Any] | None = None) -> OptionTable:
     """Lay flat options out as an :class:`OptionTable` (job j's options, in order, on row j).
 
     Parameters
@@ -192,53 +192,45 @@ def table_from_flat(flat: FlatOptions, sel: np.ndarray | None = None,
         The options, from :func:`~elasticopt.models.flat.compile_flat`.
     sel
         Indices (ascending) of the options to keep; all where None.
-    capacities
-        Free GPUs per type; ``flat.capacities`` where None.
+    clip
+        Clip each type's capacity to the most GPUs of that type the kept
+        options can use together (sum over jobs of each job's largest k).
+    stats
+        Entries added to the table's ``stats``.
     """
+    from elasticopt.models.kernels import layout
+
     n = flat.n_jobs
     f = flat.rows
-    job, gpus, batch, sps, gtype, packed = f.job, f.gpus, f.batch, f.samples_per_s, f.gpu_type, f.packed
-    value, utility, is_cur, counts = flat.value, flat.utility, flat.is_current, flat.counts
-    if sel is not None:
-        job, gpus, batch, sps, gtype, packed = job[sel], gpus[sel], batch[sel], sps[sel], gtype[sel], packed[sel]
-        value, utility, is_cur = value[sel], utility[sel], is_cur[sel]
-        counts = np.bincount(job, minlength=n).astype(np.int64) if n else np.zeros(0, np.int64)
-    K = int(counts.max()) if n else 0
-    col = np.arange(job.size) - np.repeat(np.cumsum(counts) - counts, counts)  # column of option i in its row
-    cell = job * K + col  # option i's cell in the [n, K] arrays, row-major
-
-    def grid(a: np.ndarray) -> np.ndarray:
-        out = np.zeros(n * K, dtype=a.dtype)
-        out[cell] = a
-        return out.reshape(n, K)
-
-    valid = np.zeros(n * K, dtype=bool)
-    valid[cell] = True
-    valid = valid.reshape(n, K)
-    current = np.full(n, -1, dtype=np.int64)
-    current[job[is_cur]] = col[is_cur]
-    caps = flat.capacities if capacities is None else capacities
-    stats = {"n_jobs": n, "n_options": int(flat.rows.job.size), "width": int(flat.counts.max()) if n else 0,
-             "capacity": flat.capacity, "capacities": tuple(flat.capacities.tolist())}
+    if sel is None:
+        sel = np.arange(f.job.size)
+    gpus, batch, sps, gtype, packed, value, utility, valid, current, most = layout(
+        sel, n, len(flat.types), f.job, f.gpus, f.batch, f.samples_per_s, f.gpu_type, f.packed, flat.value,
+        flat.utility, flat.is_current)
+    caps = np.minimum(flat.capacities, most) if clip else flat.capacities.copy()
+    info = {"n_jobs": n, "n_options": int(f.job.size), "width": int(flat.counts.max()) if n else 0,
+            "capacity": flat.capacity, "capacities": tuple(flat.capacities.tolist())}
+    if stats:
+        info.update(stats)
     return OptionTable(
         job_ids=flat.job_ids,
-        capacity=int(caps.sum()) if capacities is not None else flat.capacity,
+        capacity=int(caps.sum()) if clip else flat.capacity,
         scale=flat.scale,
         tie_scale=flat.tie_scale,
-        gpus=grid(gpus),
-        batch=grid(batch),
-        utility=grid(utility),
-        value=grid(value),
-        samples_per_s=grid(sps),
+        gpus=gpus,
+        batch=batch,
+        utility=utility,
+        value=value,
+        samples_per_s=sps,
         valid=valid,
         idle_allowed=flat.idle_allowed.copy(),
         current_option=current,
         running_ids=flat.running_ids,
-        stats=stats,
-        gpu_type=grid(gtype),
-        packed=grid(packed),
+        stats=info,
+        gpu_type=gtype,
+        packed=packed,
         types=flat.types,
-        capacities=np.array(caps, dtype=np.int64),
+        capacities=caps,
         pools=flat.pools,
     )
 

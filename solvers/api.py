@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any
 
 from elasticopt.models.problem import Problem
@@ -52,7 +51,4 @@ def solve(
     else:  # compile and reduce in one pass (the same table as reduce_table(compile_problem(problem)))
         table = compile_reduced(problem) if reduce else compile_problem(problem)
     compile_s = time.perf_counter() - t0
-    sol = backend.solve(table, time_limit_s=time_limit_s, **options)
-    stats = dict(sol.stats)
-    stats["compile_s"] = compile_s
-    return replace(sol, stats=stats)
+    return backend.solve(table, time_limit_s=time_limit_s, extra_stats={"compile_s": compile_s}, **options)

@@ -156,8 +156,12 @@ class Backend(ABC):
         """
         return check_options(cls.name, cls.default_options, options, cls.option_rules)
 
-    def solve(self, table: OptionTable, *, time_limit_s: float | None = None, **options: Any) -> Solution:
+    def solve(self, table: OptionTable, *, time_limit_s: float | None = None,
+              extra_stats: Mapping[str, Any] | None = None, **options: Any) -> Solution:
         """Solve ``table``; see :func:`elasticopt.solve` for the public entry point.
+
+        ``extra_stats`` are added to the solution's ``stats`` (``solve`` adds
+        its compile time).
 
         Raises
         ------
@@ -184,10 +188,13 @@ class Backend(ABC):
             if isinstance(exc, ImportError) and self.missing_modules():
                 raise SolverUnavailableError(self.name, self.missing_modules(), self.extra) from None
             t = time.perf_counter() - t0
-            return Solution(Status.ERROR, message=f"{type(exc).__name__}: {exc}", solve_s=t, **common)
+            return Solution(Status.ERROR, message=f"{type(exc).__name__}: {exc}", solve_s=t,
+                            stats=dict(extra_stats or {}), **common)
         build_s, solve_s = t1 - t0, t2 - t1
         stats = dict(table.stats)
         stats.update(out.stats)
+        if extra_stats:
+            stats.update(extra_stats)
         if out.status is Status.INFEASIBLE:
             culprits = table.infeasible_jobs()
             if not culprits:

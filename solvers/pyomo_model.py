@@ -242,11 +242,12 @@ class PyomoMILP(Backend):
                            lambda v: v is None or isinstance(v, Mapping)),
     }
 
-    def solve(self, table: OptionTable, *, time_limit_s: float | None = None, **options: Any) -> Solution:
+    def solve(self, table: OptionTable, *, time_limit_s: float | None = None,
+              extra_stats: Mapping[str, Any] | None = None, **options: Any) -> Solution:
         """As :meth:`Backend.solve`; raises :class:`SolverError` when the Pyomo solver is missing."""
         if self.available() and not set(options) - set(self.default_options):
             check_solver(str(options.get("solver_name", DEFAULT_SOLVER)))
-        return super().solve(table, time_limit_s=time_limit_s, **options)
+        return super().solve(table, time_limit_s=time_limit_s, extra_stats=extra_stats, **options)
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> _Model:
         return build_pyomo_model(table)
