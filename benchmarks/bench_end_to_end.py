@@ -2,8 +2,10 @@
 
     python benchmarks/bench_end_to_end.py [--repeats 7] [--big-jobs 100000] [--skip-big]
 
-Prints, measured in one run (medians of ``--repeats``, warm: jax compiled and
-every library imported beforehand):
+Prints, measured in one run (warm: jax and the compiled loops compiled, every
+library imported beforehand; medians over ``--repeats`` rounds in which every
+measured call runs for at least 50 ms in turn, so that all of them see the same
+machine):
 
 1. ``paper`` family, n=1000, G=1024 (one pool): ``solve(problem, "dp")`` and
    ``solve(problem, "milp")`` end to end, the dp end-to-end / dp solve-step
@@ -35,14 +37,28 @@ from elasticopt.models.reductions import compile_reduced
 from elasticopt.solvers import get_backend
 
 
-def _median_s(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def _interleaved(fns: dict, rounds: int, block_s: float = 0.05) -> dict[str, float]:
+    """Median seconds per call of each function, measured in interleaved blocks.
+
+    Every round runs each function for at least ``block_s`` seconds (one call
+    at least), one after the other, so that all of them see the same machine
+    (clock speed, caches, other load) over the run: ratios of these medians
+    are side by side.
+    """
+    for fn in fns.values():
+        fn()  # warm-up: jax kernels, compiled loops, imports
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            end = time.perf_counter() + block_s
+            while True:
+                t0 = time.perf_counter()
+                fn()
+                t1 = time.perf_counter()
+                times[k].append(t1 - t0)
+                if t1 >= end:
+                    break
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def side_by_side(label: str, problem, repeats: int) -> None:
@@ -50,21 +66,26 @@ def side_by_side(label: str, problem, repeats: int) -> None:
     table = reduce_table(compile_problem(problem))
     dp = get_backend("dp")
     results = {s: solve(problem, s) for s in ("dp", "milp")}
-    e2e = {s: _median_s(lambda s=s: solve(problem, s), repeats) for s in ("dp", "milp")}
-    # HiGHS with presolve off: faster on some totals-only tables (docs/design.md §3), shown for a fair comparison
-    e2e["milp:presolve=off"] = _median_s(lambda: solve(problem, "milp", presolve="off"), repeats)
-    one_pass_s = _median_s(lambda: compile_reduced(problem), repeats)  # what solve() runs
-    compile_s = _median_s(lambda: compile_problem(problem), repeats)
-    reduce_s = _median_s(lambda: reduce_table(compile_problem(problem)), repeats) - compile_s
-    step = _median_s(lambda: dp.solve(table), repeats)
+    med = _interleaved({
+        "dp": lambda: solve(problem, "dp"),
+        "milp": lambda: solve(problem, "milp"),
+        # HiGHS with presolve off: faster on some totals-only tables (docs/design.md §3), shown for a fair comparison
+        "milp:presolve=off": lambda: solve(problem, "milp", presolve="off"),
+        "one_pass": lambda: compile_reduced(problem),  # what solve() runs before the backend
+        "compile": lambda: compile_problem(problem),
+        "compile+reduce": lambda: reduce_table(compile_problem(problem)),
+        "step": lambda: dp.solve(table),
+    }, repeats)
     objs = {s: (r.status.name, r.objective) for s, r in results.items()}
+    e2e, step = med, med["step"]
     print(f"{label}: {len(problem.jobs)} jobs, {problem.cluster.gpus} GPUs in {len(problem.cluster.types)} type(s)")
     print(f"  results           {objs}")
-    print(f"  dp   end to end   {1e3 * e2e['dp']:8.2f} ms  (compile + reduce in one pass {1e3 * one_pass_s:.2f} ms, "
-          f"dp solve step {1e3 * step:.2f} ms)")
-    print(f"  (as two steps: compile_problem {1e3 * compile_s:.2f} ms, then reduce_table {1e3 * reduce_s:.2f} ms)")
-    print(f"  milp end to end   {1e3 * e2e['milp']:8.2f} ms  (default options; with presolve=off "
-          f"{1e3 * e2e['milp:presolve=off']:.2f} ms: {e2e['milp:presolve=off'] / e2e['dp']:.1f}x the dp)")
+    print(f"  dp   end to end   {1e3 * e2e['dp']:8.3f} ms  (compile + reduce in one pass {1e3 * med['one_pass']:.3f} ms, "
+          f"dp solve step {1e3 * step:.3f} ms)")
+    print(f"  (as two steps: compile_problem {1e3 * med['compile']:.3f} ms, then reduce_table "
+          f"{1e3 * (med['compile+reduce'] - med['compile']):.3f} ms)")
+    print(f"  milp end to end   {1e3 * e2e['milp']:8.3f} ms  (default options; with presolve=off "
+          f"{1e3 * e2e['milp:presolve=off']:.3f} ms: {e2e['milp:presolve=off'] / e2e['dp']:.1f}x the dp)")
     print(f"  milp / dp end to end = {e2e['milp'] / e2e['dp']:.1f}x (target >= 30x); "
           f"dp end to end / dp solve step = {e2e['dp'] / step:.2f}x (target <= 3x)")
 

@@ -18,7 +18,7 @@ from elasticopt.models.lagrangian import LagArrays, fits, improve, lagrangian_bo
 from elasticopt.models.reductions import pack_options
 from elasticopt.models.table import OPTION_ARRAYS, OptionTable
 
-__all__ = ["Fixing", "fixable", "make_fixing", "reduced_cost_fixing"]
+__all__ = ["Fixing", "Proof", "fixable", "make_fixing", "quick_proof_multi", "reduced_cost_fixing"]
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,23 @@ def _quick_proof(table: OptionTable, lag: LagArrays) -> Fixing | None:
     return _all_fixed(table, bound, tied, int(inc_val))
 
 
-def _quick_proof_multi(table: OptionTable) -> Fixing | None:
+@dataclass(frozen=True)
+class Proof:
+    """An allocation proven optimal by the Lagrangian bound alone (every job fixed, no DP needed).
+
+    ``choice[j]``: option of job j (-1 idle), worth ``value`` >= ``bound``, the
+    floored Lagrangian bound; ``left[t]``: GPUs of type t it leaves free;
+    ``options_removed``: the table's valid options it does not choose.
+    """
+
+    choice: np.ndarray
+    value: int
+    bound: int
+    left: np.ndarray
+    options_removed: int
+
+
+def quick_proof_multi(table: OptionTable) -> Proof | None:
     """Several GPU types: λ_t = the best utility per GPU of type t, then a greedy fill of the ties.
 
     At that λ no option scores above 0, so only the jobs that must run take
@@ -95,28 +111,40 @@ def _quick_proof_multi(table: OptionTable) -> Fixing | None:
     rate of their type score 0 (tied with idle): giving them to idle jobs,
     largest first while their type has room, keeps L and raises the incumbent
     by λ_t per GPU; when every type with λ_t > 0 is filled the incumbent meets
-    the bound and every job is fixed.  None when this does not prove optimality.
-    One compiled pass (:func:`elasticopt.models.kernels.quick_proof_multi`).
+    the bound and every job is fixed.  None when this does not prove optimality
+    (or the table has one type, or no options).  One compiled pass
+    (:func:`elasticopt.models.kernels.quick_proof_multi`).
     """
-    from elasticopt.models.kernels import quick_proof_multi
+    from elasticopt.models.kernels import quick_proof_multi as kernel
 
-    proven, bound, choice, value, left, n_valid = quick_proof_multi(
+    if table.n_types < 2 or not table.width:
+        return None
+    proven, bound, choice, value, left, n_valid = kernel(
         table.valid, table.gpus, table.gpu_type, table.utility, table.idle_allowed,
         np.asarray(table.capacities, dtype=np.int64), int(table.capacity))
     if not proven:
         return None
-    return _all_fixed(table, int(bound), choice, int(value), left, int(n_valid))
+    return Proof(choice, int(value), int(bound), left, int(n_valid) - int(np.count_nonzero(choice >= 0)))
 
 
-def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
+def _quick_proof_multi(table: OptionTable) -> Fixing | None:
+    """:func:`quick_proof_multi` as a :class:`Fixing` (every job fixed, an empty core)."""
+    proof = quick_proof_multi(table)
+    if proof is None:
+        return None
+    return _all_fixed(table, proof.bound, proof.choice, proof.value, proof.left, proof.options_removed)
+
+
+def reduced_cost_fixing(table: OptionTable, quick: bool = True) -> Fixing | None:
     """Remove options that cannot beat a greedy incumbent; fix decided jobs.
 
     Returns None if the table is infeasible (the Lagrangian choice at any λ
-    does not fit), leaving infeasibility to the DP.
+    does not fit), leaving infeasibility to the DP.  ``quick=False`` skips
+    :func:`quick_proof_multi` (the caller tried it already).
     """
-    quick = _quick_proof_multi(table) if table.n_types > 1 and table.width else None
-    if quick is not None:  # (the proof fails where a job that must run has no option)
-        return quick
+    proof = _quick_proof_multi(table) if quick else None
+    if proof is not None:  # (the proof fails where a job that must run has no option)
+        return proof
     if not fixable(table):
         return None  # nothing to fix, or a job that must run has no option: infeasible
     lag = LagArrays(table)
@@ -150,17 +178,17 @@ def reduced_cost_fixing(table: OptionTable) -> Fixing | None:
 
 
 def _all_fixed(table: OptionTable, bound: int, inc: np.ndarray, inc_val: int, caps: np.ndarray | None = None,
-               n_valid: int | None = None) -> Fixing:
+               removed: int | None = None) -> Fixing:
     """Every job fixed to the incumbent (proven optimal): an empty core.
 
-    ``caps``: the GPUs per type the incumbent leaves free, ``n_valid`` the
-    table's valid options (computed here where None).
+    ``caps``: the GPUs per type the incumbent leaves free, ``removed`` the
+    valid options it does not choose (computed here where None).
     """
     inc = np.asarray(inc, dtype=np.int64)
     if caps is None:
         caps = np.asarray(table.capacities) - table.gpus_by_type(inc)
-    if n_valid is None:
-        n_valid = int(table.valid.sum())
+    if removed is None:
+        removed = int(table.valid.sum()) - int(np.count_nonzero(inc >= 0))
     arrays = _empty_arrays(table.width)
     core = OptionTable(
         job_ids=(),
@@ -185,7 +213,7 @@ def _all_fixed(table: OptionTable, bound: int, inc: np.ndarray, inc_val: int, ca
         bound=int(bound),
         incumbent=inc,
         incumbent_value=inc_val,
-        options_removed=n_valid - int(np.count_nonzero(inc >= 0)),
+        options_removed=removed,
     )
 
 

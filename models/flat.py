@@ -11,8 +11,7 @@ the exact reductions drop, so the table is built once, at its reduced size.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import repeat
-from operator import attrgetter, is_not
+from operator import attrgetter
 
 import numpy as np
 
@@ -30,10 +29,6 @@ DEFAULT_SCALE = 1 << 20
 MAX_TOTAL = 1 << 52
 
 _running = attrgetter("running")
-_GPU_TYPE = attrgetter("gpu_type")
-_GPUS = attrgetter("gpus")
-_BATCH = attrgetter("batch")
-_NODES = attrgetter("nodes")
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,6 +172,22 @@ def _option_rows(problem: Problem) -> OptionRows:
     return rows
 
 
+def _current_options(cluster, running: list, run_rows: list[int]) -> np.ndarray:
+    """``cur[i]`` = (type index, k, b, packed) of running job ``run_rows[i]``'s current option (as
+    :func:`~elasticopt.models.objectives.current_key`: packed iff on the fewest nodes; no type: the first)."""
+    if not run_rows:
+        return np.zeros((0, 4), dtype=np.int64)
+    types = cluster.types
+    tindex = {t: i for i, t in enumerate(types)}
+    gpn = [pool.gpus_per_node for pool in cluster.pool_list]
+    out = []
+    for r in map(running.__getitem__, run_rows):
+        t = 0 if r.gpu_type is None else tindex[r.gpu_type]
+        k, nodes = r.gpus, r.nodes
+        out.append((t, k, r.batch, nodes is not None and len(nodes) <= -(-k // gpn[t])))
+    return np.array(out, dtype=np.int64)
+
+
 def compile_flat(problem: Problem) -> FlatOptions:
     """Every option of every job with its value and integer utility, flat (docs/design.md §2).
 
@@ -201,28 +212,9 @@ def compile_flat(problem: Problem) -> FlatOptions:
     n = len(jobs)
     rows = _option_rows(problem)
     running = list(map(_running, jobs))
-    # the running jobs' current options: (type, k, b, packed) per job, -1 where none
-    cur_t = np.full(n, -1, dtype=np.int64)
-    cur_k = np.zeros(n, dtype=np.int64)
-    cur_b = np.zeros(n, dtype=np.int64)
-    cur_p = np.zeros(n, dtype=bool)
-    is_running = np.fromiter(map(is_not, running, repeat(None)), dtype=bool, count=n)
-    run_rows = np.flatnonzero(is_running).tolist()
-    if run_rows:  # current_key of each running job, read at C speed
-        tindex = {t: i for i, t in enumerate(types)}
-        runs = [running[j] for j in run_rows]
-        t0 = types[0]
-        rtype = [t0 if t is None else t for t in map(_GPU_TYPE, runs)]
-        gpus = list(map(_GPUS, runs))
-        cur_t[run_rows] = list(map(tindex.__getitem__, rtype))
-        cur_k[run_rows] = gpus
-        cur_b[run_rows] = list(map(_BATCH, runs))
-        nodes = list(map(_NODES, runs))
-        if any(x is not None for x in nodes):  # packed iff on the fewest nodes (as current_key says)
-            pools = cluster.pools
-            cur_p[run_rows] = [x is not None and len(x) <= -(-k // pools[t].gpus_per_node)  # type: ignore[index]
-                               for x, k, t in zip(nodes, gpus, rtype)]
-    is_cur = current_mask(rows.job, rows.gpu_type, rows.gpus, rows.batch, rows.packed, cur_t, cur_k, cur_b, cur_p)
+    run_rows = [j for j, r in enumerate(running) if r is not None]
+    is_cur = current_mask(rows.job, rows.gpu_type, rows.gpus, rows.batch, rows.packed,
+                          np.asarray(run_rows, dtype=np.int64), _current_options(cluster, running, run_rows), n)
     vals = values_of(problem, jobs, rows, is_cur)
     # per job its options and largest |v| (0 without options): their sum, as the [n, K] table would sum it
     counts, most, n_offered = value_totals(rows.job, vals, n)
@@ -231,7 +223,9 @@ def compile_flat(problem: Problem) -> FlatOptions:
         rows = OptionRows(rows.job[offered], rows.gpus[offered], rows.batch[offered], rows.samples_per_s[offered],
                           rows.gpu_type[offered], rows.packed[offered], types)
         vals, is_cur = vals[offered], is_cur[offered]
-    idle = np.ones(n, dtype=bool) if problem.allow_preemption else ~is_running
+    idle = np.ones(n, dtype=bool)
+    if not problem.allow_preemption:
+        idle[run_rows] = False
     tie_scale, bonus = tie_bonus(problem.priority)
     try:
         scale = pick_scale(float(most.sum()), n, tie_scale)

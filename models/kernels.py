@@ -100,7 +100,7 @@ def keep_index(rows, t, g, p, u, is_cur, idle_allowed, node_sizes, best_batch, d
 
 @njit(cache=True, nogil=True)
 def quick_proof_multi(valid, gpus, gpu_type, utility, idle_allowed, capacities, capacity):  # pragma: no cover
-    """The quick optimality proof of several GPU types (``fixing._quick_proof_multi``'s loops).
+    """The quick optimality proof of several GPU types (:func:`elasticopt.models.fixing.quick_proof_multi`).
 
     λ_t = max(0, the best utility per GPU of type t); the Lagrangian choice at
     λ (per job the column of the largest u - λ_t k, idle first on ties); if it
@@ -406,13 +406,18 @@ def gather_options(pair_job, pair_type, pair_start, pair_size, gpus, batch, pack
 
 
 @njit(cache=True, nogil=True)
-def current_mask(job, gpu_type, gpus, batch, packed, cur_t, cur_k, cur_b, cur_p):  # pragma: no cover
-    """``is_cur[i]``: option i is its job's current (type, k, b, packed) (``cur_t[j]`` -1: none)."""
+def current_mask(job, gpu_type, gpus, batch, packed, run_rows, cur, n):  # pragma: no cover
+    """``is_cur[i]``: option i is its job's current one; ``cur[q]`` = (type, k, b, packed) of the
+    current option of running job ``run_rows[q]`` (n jobs in all)."""
+    at = np.full(n, -1, dtype=np.int64)  # at[j]: row of cur for job j (-1: not running)
+    for q in range(run_rows.size):
+        at[run_rows[q]] = q
     out = np.zeros(job.size, dtype=np.bool_)
     for i in range(job.size):
-        j = job[i]
-        out[i] = (cur_t[j] == gpu_type[i] and cur_k[j] == gpus[i] and cur_b[j] == batch[i]
-                  and cur_p[j] == packed[i])
+        q = at[job[i]]
+        if q >= 0:
+            out[i] = (cur[q, 0] == gpu_type[i] and cur[q, 1] == gpus[i] and cur[q, 2] == batch[i]
+                      and cur[q, 3] == packed[i])
     return out
 
 

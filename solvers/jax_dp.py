@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from elasticopt.models.fixing import Fixing, reduced_cost_fixing
+from elasticopt.models.fixing import Fixing, Proof, quick_proof_multi, reduced_cost_fixing
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
 from elasticopt.solvers.common import MAX_CELLS, NEG, dp_outcome, state_shape, too_large
@@ -180,7 +180,11 @@ class JaxDP(Backend):
         return table
 
     def _prepare(self, table: OptionTable, options: Mapping[str, Any]) -> dict[str, Any]:
-        fix = reduced_cost_fixing(table) if options["fixing"] and table.n_jobs else None
+        if options["fixing"] and table.n_jobs:  # several types: the bound alone often proves the optimum
+            proof = quick_proof_multi(table)
+            if proof is not None:
+                return {"proof": proof, "skip": True}
+        fix = reduced_cost_fixing(table, quick=False) if options["fixing"] and table.n_jobs else None
         core = fix.core if fix is not None else table
         # the greedy incumbent already meets the Lagrangian bound: it is optimal, no DP needed
         if fix is not None and fix.incumbent_value >= fix.bound:
@@ -313,6 +317,12 @@ class JaxDP(Backend):
         model, raw = raw  # the prepared arrays (fixing included) and the DP's result
         if isinstance(raw, Outcome):
             return raw
+        proof: Proof | None = model.get("proof")
+        if proof is not None:  # every job fixed by the bound: optimal, no DP
+            return Outcome(Status.OPTIMAL, choice=proof.choice, bound=proof.value, stats={
+                "operations": 0, "dp_jobs": 0, "dp_capacity": int(proof.left.sum()), "fixed_jobs": table.n_jobs,
+                "options_removed": proof.options_removed, "lagrangian_bound": proof.bound,
+                "incumbent": proof.value})
         fix: Fixing | None = model["fix"]
         core: OptionTable = model["core"]
         ops = int(core.valid.sum()) * int(np.prod(state_shape(core), dtype=np.int64)) if raw is not None else 0

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from elasticopt import solve
 from elasticopt.models import compile_problem
-from elasticopt.models.fixing import _quick_proof_multi
+from elasticopt.models.fixing import quick_proof_multi
 from elasticopt.models.kernels import NEG, check_choice, keep_index
 from elasticopt.models.placement import node_name, place, place_choice
 from elasticopt.models.problem import Pool
@@ -75,16 +75,18 @@ def test_quick_proof_multi_is_optimal_when_it_says_so(problem):
     table = compile_problem(problem)
     if table.n_types < 2 or not table.width:
         return
-    fix = _quick_proof_multi(table)
-    if fix is None:
+    proof = quick_proof_multi(table)
+    if proof is None:
         return
-    inc = fix.incumbent
-    code, _, _ = check_choice(inc, table.valid, table.gpus, table.gpu_type, table.idle_allowed,
-                              np.asarray(table.capacities))
-    assert code == 0 and fix.incumbent_value == table.objective_of(inc)[0] >= fix.bound
+    inc = proof.choice
+    code, _, used = check_choice(inc, table.valid, table.gpus, table.gpu_type, table.idle_allowed,
+                                 np.asarray(table.capacities))
+    assert code == 0 and proof.value == table.objective_of(inc)[0] >= proof.bound
+    assert (proof.left == np.asarray(table.capacities) - used).all()
+    assert proof.options_removed == table.n_options - int((inc >= 0).sum())
     # the bound relaxes placement too: the totals' optimum is at most the bound, the placed one at most that
     ref = brute_force(problem)
-    assert ref is None or ref <= fix.bound
+    assert ref is None or ref <= proof.bound
 
 
 def _reference_place_choice(table, choice):
