@@ -21,7 +21,7 @@ NEG = -(1 << 62)
 
 
 @njit(cache=True, nogil=True)
-def keep_index(rows, t, g, p, u, is_cur, idle_allowed, node_sizes, best_batch, dominance):  # pragma: no cover
+def keep_index(rows, t, g, p, u, is_cur, idle_allowed, node_sizes, best_batch, dominance):
     """Indices (ascending) of the options the reductions keep (docs/design.md §2).
 
     Options are flat and sorted by (job row, type, k, packed, b): ``rows[i]``,
@@ -99,7 +99,7 @@ def keep_index(rows, t, g, p, u, is_cur, idle_allowed, node_sizes, best_batch, d
 
 
 @njit(cache=True, nogil=True)
-def quick_proof_multi(valid, gpus, gpu_type, utility, idle_allowed, capacities, capacity):  # pragma: no cover
+def quick_proof_multi(valid, gpus, gpu_type, utility, idle_allowed, capacities, capacity):
     """The quick optimality proof of several GPU types (:func:`elasticopt.models.fixing.quick_proof_multi`).
 
     λ_t = max(0, the best utility per GPU of type t); the Lagrangian choice at
@@ -206,7 +206,7 @@ def quick_proof_multi(valid, gpus, gpu_type, utility, idle_allowed, capacities, 
 
 
 @njit(cache=True, nogil=True)
-def place_types(ks, packed, types, free, node_start, gpus_per_node):  # pragma: no cover
+def place_types(ks, packed, types, free, node_start, gpus_per_node):
     """:func:`elasticopt.models.placement.place`'s best-fit heuristic on every pool, as GPU segments.
 
     Jobs i (those that run, in row order) take ``ks[i]`` GPUs of type
@@ -308,7 +308,7 @@ def place_types(ks, packed, types, free, node_start, gpus_per_node):  # pragma: 
 
 
 @njit(cache=True, nogil=True)
-def check_choice(choice, valid, gpus, gpu_type, idle_allowed, capacities):  # pragma: no cover
+def check_choice(choice, valid, gpus, gpu_type, idle_allowed, capacities):
     """Why ``choice`` (option per job, -1 idle) is not a feasible allocation of the totals.
 
     Returns
@@ -338,7 +338,7 @@ def check_choice(choice, valid, gpus, gpu_type, idle_allowed, capacities):  # pr
 
 @njit(cache=True, nogil=True)
 def layout(sel, n, n_types, job, gpus, batch, samples_per_s, gpu_type, packed, value, utility,
-           is_cur):  # pragma: no cover
+           is_cur):
     """Flat options ``sel`` (ascending; sorted by job) laid out as the ``[n, K]`` arrays of an option table.
 
     Returns
@@ -380,7 +380,7 @@ def layout(sel, n, n_types, job, gpus, batch, samples_per_s, gpu_type, packed, v
 
 
 @njit(cache=True, nogil=True)
-def gather_options(pair_job, pair_type, pair_start, pair_size, gpus, batch, packed, samples_per_s):  # pragma: no cover
+def gather_options(pair_job, pair_type, pair_start, pair_size, gpus, batch, packed, samples_per_s):
     """Every (job, type) pair's block of options, one after the other: the flat option rows.
 
     Pair i's options are entries ``pair_start[i] .. pair_start[i] + pair_size[i]``
@@ -406,7 +406,7 @@ def gather_options(pair_job, pair_type, pair_start, pair_size, gpus, batch, pack
 
 
 @njit(cache=True, nogil=True)
-def current_mask(job, gpu_type, gpus, batch, packed, run_rows, cur, n):  # pragma: no cover
+def current_mask(job, gpu_type, gpus, batch, packed, run_rows, cur, n):
     """``is_cur[i]``: option i is its job's current one; ``cur[q]`` = (type, k, b, packed) of the
     current option of running job ``run_rows[q]`` (n jobs in all)."""
     at = np.full(n, -1, dtype=np.int64)  # at[j]: row of cur for job j (-1: not running)
@@ -422,7 +422,7 @@ def current_mask(job, gpu_type, gpus, batch, packed, run_rows, cur, n):  # pragm
 
 
 @njit(cache=True, nogil=True)
-def value_totals(job, value, n):  # pragma: no cover
+def value_totals(job, value, n):
     """Per job its number of offered options (finite ``value``) and its largest |v| among them (0 without).
 
     Returns (counts, top, offered): the sum of ``top`` sets the scale S;
@@ -442,7 +442,7 @@ def value_totals(job, value, n):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def group_max(group, x, n):  # pragma: no cover
+def group_max(group, x, n):
     """``out[j]`` = max(0, max of ``x[i]`` over the i with ``group[i] == j``) (``np.maximum.at`` from zeros)."""
     out = np.zeros(n)
     for i in range(group.size):
