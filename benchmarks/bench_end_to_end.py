@@ -12,7 +12,8 @@ machine):
    ratio (target <= 3x) and milp / dp end to end (target >= 30x), milp with
    its default options and, for comparison, with HiGHS's presolve off;
 2. ``hetero`` family, Sia's 64 GPUs in 3 types, n=100: dp and milp end to end
-   (target: milp / dp >= 30x);
+   (target: milp / dp >= 30x; the step ratio is shown without a target: the
+   Lagrangian bound proves this optimum, the step is 0.07 ms);
 3. ``elasticopt solve`` on a 100,000-job file (``mck-uncorrelated``, 3 options
    each, G=1024) in a fresh process: wall seconds (target <= 10 s) and its
    load / compile / reduce / solve split, with ``--json`` and with the
@@ -61,8 +62,11 @@ def _interleaved(fns: dict, rounds: int, block_s: float = 0.05) -> dict[str, flo
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def side_by_side(label: str, problem, repeats: int) -> None:
-    """dp and milp end to end, plus the dp solve step alone, on the same problem."""
+def side_by_side(label: str, problem, repeats: int, step_target: bool = True) -> None:
+    """dp and milp end to end, plus the dp solve step alone, on the same problem.
+
+    ``step_target``: print the end-to-end / solve-step ratio against its target (<= 3x, the paper family's).
+    """
     table = reduce_table(compile_problem(problem))
     dp = get_backend("dp")
     results = {s: solve(problem, s) for s in ("dp", "milp")}
@@ -87,7 +91,7 @@ def side_by_side(label: str, problem, repeats: int) -> None:
     print(f"  milp end to end   {1e3 * e2e['milp']:8.3f} ms  (default options; with presolve=off "
           f"{1e3 * e2e['milp:presolve=off']:.3f} ms: {e2e['milp:presolve=off'] / e2e['dp']:.1f}x the dp)")
     print(f"  milp / dp end to end = {e2e['milp'] / e2e['dp']:.1f}x (target >= 30x); "
-          f"dp end to end / dp solve step = {e2e['dp'] / step:.2f}x (target <= 3x)")
+          f"dp end to end / dp solve step = {e2e['dp'] / step:.2f}x" + (" (target <= 3x)" if step_target else ""))
 
 
 def big_file(jobs: int) -> None:
@@ -124,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-big", action="store_true")
     a = ap.parse_args(argv)
     side_by_side("paper n=1000 G=1024", generate_instance("paper", 1000, 1024, 0), a.repeats)
-    side_by_side("hetero (Sia) n=100 G=64", generate_instance("hetero", 100, 64, 0), a.repeats)
+    side_by_side("hetero (Sia) n=100 G=64", generate_instance("hetero", 100, 64, 0), a.repeats, step_target=False)
     if not a.skip_big:
         big_file(a.big_jobs)
     return 0

@@ -283,3 +283,16 @@ def test_order_grouped_runs_each_solver_back_to_back():
     assert seen == ["numpy-dp", "greedy", "numpy-dp", "greedy"]
     with pytest.raises(ValidationError, match="order"):
         run_benchmark(["numpy-dp"], TINY, order="random")
+
+
+def test_end_to_end_benchmark_runs():
+    # the script the #12 figures come from keeps working (its figures are printed, not asserted)
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_end_to_end.py"
+    out = subprocess.run([sys.executable, str(script), "--repeats", "1", "--skip-big"], capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("milp / dp end to end") == 2 and "'dp': ('OPTIMAL'" in out.stdout
