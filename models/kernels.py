@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["keep_index", "quick_proof_multi", "place_types", "check_choice", "layout", "gather_options", "current_mask", "value_totals", "group_max"]
+__all__ = ["keep_index", "quick_proof_multi", "place_types", "check_choice", "layout", "gather_options", "current_mask", "value_totals", "group_max", "lagrangian_choice"]
 
 #: Below every utility (the reductions' "none yet").
 NEG = -(1 << 62)
@@ -450,3 +450,36 @@ def group_max(group, x, n):
         if x[i] > out[j]:
             out[j] = x[i]
     return out
+
+
+@njit(cache=True, nogil=True)
+def lagrangian_choice(u, k, ty, lam, n_types):
+    """The Lagrangian choice at multipliers ``lam`` (several GPU types), as ``LagArrays.scores`` makes it.
+
+    ``u[j, c]``, ``k[j, c]``, ``ty[j, c]``: utility (float, -inf where the
+    column does not exist), GPUs and type of column c of job j (column 0 is
+    idle).  Per job the column of the largest ``u - lam[ty] k`` (the first
+    among equals).
+
+    Returns
+    -------
+    (total, choice, used)
+        The sum over jobs of their best scores, the chosen option per job
+        (column - 1: -1 idle) and the GPUs of each type the choice takes.
+    """
+    n, C = u.shape
+    choice = np.empty(n, dtype=np.int64)
+    used = np.zeros(n_types, dtype=np.int64)
+    total = 0.0
+    for j in range(n):
+        best = u[j, 0] - lam[ty[j, 0]] * k[j, 0]
+        arg = 0
+        for c in range(1, C):
+            s = u[j, c] - lam[ty[j, c]] * k[j, c]
+            if s > best:
+                best, arg = s, c
+        choice[j] = arg - 1
+        if arg > 0:
+            used[ty[j, arg]] += int(k[j, arg])
+        total += best
+    return total, choice, used

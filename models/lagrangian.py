@@ -79,6 +79,14 @@ class LagArrays:
             return float(np.dot(lam, self.caps)) + float(best.sum()), ch, float(k.sum())
         return lam * self.t.capacity + float(best.sum()), ch, float(k.sum())
 
+    def value_by_type(self, lam: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """Several types: L(λ), the Lagrangian choice and the GPUs of each type it takes (one compiled pass,
+        :func:`elasticopt.models.kernels.lagrangian_choice`)."""
+        from elasticopt.models.kernels import lagrangian_choice
+
+        total, ch, used = lagrangian_choice(self.u, self.k, self.ty, lam, self.caps.size)
+        return float(np.dot(lam, self.caps)) + total, ch, used
+
     def by_type(self, ch: np.ndarray) -> np.ndarray:
         """GPUs per type of a choice (-1 idle)."""
         return self.t.gpus_by_type(ch)
@@ -112,18 +120,18 @@ def _multi_bound(table: OptionTable, lag: "LagArrays", sweeps: int = 4, iteratio
     T = table.n_types
     caps = np.asarray(table.capacities)
     lam = np.zeros(T)
-    best_v, ch, _ = lag.value(lam)
-    best_lam, fit_ch = lam.copy(), (ch if fits(table, ch) else None)
+    best_v, ch, used = lag.value_by_type(lam)
+    best_lam, fit_ch = lam.copy(), (ch if (used <= caps).all() else None)
     top = float(np.abs(table.utility).max(initial=0)) + 1.0
     for _ in range(sweeps):
         moved = False
         for t in range(T):
-            def kt(x: float) -> tuple[float, np.ndarray, int]:
+            def kt(x: float) -> tuple[float, np.ndarray, np.ndarray]:
                 trial = lam.copy()
                 trial[t] = x
-                v, c, _ = lag.value(trial)
-                return v, c, int(lag.by_type(c)[t])
-            v0, c0, k0 = kt(lam[t])
+                return lag.value_by_type(trial)
+            v0, c0, u0 = kt(lam[t])
+            k0 = int(u0[t])
             if k0 <= caps[t] and lam[t] == 0.0:
                 continue  # slope >= 0 at 0: λ_t = 0 is optimal for this coordinate
             lo, hi = (lam[t], top) if k0 > caps[t] else (0.0, lam[t])
@@ -131,23 +139,23 @@ def _multi_bound(table: OptionTable, lag: "LagArrays", sweeps: int = 4, iteratio
                 mid = 0.5 * (lo + hi)
                 if not lo < mid < hi:
                     break
-                _, _, km = kt(mid)
-                if km > caps[t]:
+                _, _, um = kt(mid)
+                if um[t] > caps[t]:
                     lo = mid
                 else:
                     hi = mid
-            v, c, _ = kt(hi)
+            v, c, uc = kt(hi)
             if v < best_v - 1e-12 * max(1.0, abs(best_v)):
                 moved = True
             lam[t] = hi
             if v < best_v:
                 best_v, best_lam = v, lam.copy()
-            if fits(table, c):
+            if (uc <= caps).all():
                 fit_ch = c
         if not moved:
             break
-    v, c, _ = lag.value(best_lam)
-    if fits(table, c):
+    v, c, uc = lag.value_by_type(best_lam)
+    if (uc <= caps).all():
         fit_ch = c
     return best_v, best_lam, (fit_ch if fit_ch is not None else c)
 

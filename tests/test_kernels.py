@@ -1,6 +1,7 @@
 """The compiled kernels (models/kernels.py) against plain-Python statements of the same rules."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -160,3 +161,20 @@ def test_check_choice_finds_what_is_wrong(problem, rnd):
         assert used.tolist() == want.tolist()
         over = np.flatnonzero(want > caps)
         assert (code, where) == ((3, int(over[0])) if over.size else (0, -1))
+
+
+@settings(max_examples=150, deadline=None)
+@given(tiny_general_problems(), st.lists(st.floats(0, 2e6, allow_nan=False), min_size=4, max_size=4))
+def test_lagrangian_choice_is_the_numpy_choice(problem, lams):
+    from elasticopt.models.lagrangian import LagArrays
+
+    table = compile_problem(problem)
+    if table.n_types < 2:
+        return
+    lag = LagArrays(table)
+    lam = np.array(lams[:table.n_types])
+    v, ch, used = lag.value_by_type(lam)
+    v_ref, ch_ref, _ = lag.value(lam)  # numpy: argmax over the score matrix, pairwise sum
+    assert ch.tolist() == ch_ref.tolist()
+    assert used.tolist() == table.gpus_by_type(ch_ref).tolist()
+    assert v == pytest.approx(v_ref, rel=1e-12, abs=1e-6) or (np.isinf(v) and v == v_ref)
