@@ -228,7 +228,9 @@ def place_types(ks, packed, types, free, node_start, gpus_per_node):
     """
     T = gpus_per_node.size
     J = ks.size
-    cap = J * free.size + J + free.size + 1
+    cap = 1  # every segment holds at least one GPU: at most sum(ks) of them
+    for i in range(J):
+        cap += ks[i]
     s_job = np.empty(cap, dtype=np.int64)
     s_node = np.empty(cap, dtype=np.int64)
     s_off = np.empty(cap, dtype=np.int64)
