@@ -87,10 +87,6 @@ class LagArrays:
         total, ch, used = lagrangian_choice(self.u, self.k, self.ty, lam, self.caps.size)
         return float(np.dot(lam, self.caps)) + total, ch, used
 
-    def by_type(self, ch: np.ndarray) -> np.ndarray:
-        """GPUs per type of a choice (-1 idle)."""
-        return self.t.gpus_by_type(ch)
-
     def option_scores(self, lam) -> np.ndarray:
         """u - λk of every option (columns 1..K), -inf where invalid."""
         return self.u[:, 1:] - (self.price(lam)[:, 1:] if self.multi else lam) * self.k[:, 1:]

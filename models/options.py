@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from elasticopt.models.problem import Job, Pool, Problem
+from elasticopt.models.problem import Pool, Problem
 from elasticopt.models.throughput import MeasuredThroughput
 
 __all__ = ["option_blocks", "Block", "OptionIndex"]
