@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from elasticopt.models.lagrangian import LagArrays, fits, improve, lagrangian_bound, margin_of, tie_rounding
+from elasticopt.models.lagrangian_exact import exact_bound
 from elasticopt.models.reductions import pack_options
 from elasticopt.models.table import OPTION_ARRAYS, OptionTable
 
@@ -169,6 +170,15 @@ def reduced_cost_fixing(table: OptionTable, quick: bool = True) -> Fixing | None
         inc_val, _ = table.objective_of(inc)
     if inc_val >= bound:  # the incumbent meets the bound: it is optimal, every job is fixed to it
         return _all_fixed(table, bound, inc, int(inc_val))
+    # the same bound without rounding, at a rational λ near the float one (lagrangian_exact): no margin,
+    # and an option is kept only if it may be in a strictly better allocation
+    exact = exact_bound(table, lam)
+    if exact is not None:
+        bound = min(bound, exact.floor)
+        if inc_val >= bound:
+            return _all_fixed(table, bound, inc, int(inc_val))
+        keep, idle_keep = exact.keep(table, int(inc_val))
+        return make_fixing(table, bound, inc, int(inc_val), keep, idle_keep)
     # an allocation using option o of job j is worth at most L + reduced cost (reduced <= 0)
     best, _, _ = lag.scores(lam)
     s = lag.option_scores(lam)
