@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from elasticopt.models.lagrangian import LagArrays, fits, improve, lagrangian_bound, margin_of, tie_rounding
-from elasticopt.models.lagrangian_exact import exact_bound
+from elasticopt.models.lagrangian_exact import exact_bound, fill_slack
 from elasticopt.models.reductions import pack_options
 from elasticopt.models.table import OPTION_ARRAYS, OptionTable
 
@@ -55,6 +55,9 @@ class Fixing:
     incumbent: np.ndarray
     incumbent_value: int
     options_removed: int
+    #: The exact multiplier λ = lam_num / lam_den of the bound (one GPU type; None: the float test was used).
+    lam_num: int | None = None
+    lam_den: int | None = None
 
 
 def fixable(table: OptionTable) -> bool:
@@ -175,10 +178,17 @@ def reduced_cost_fixing(table: OptionTable, quick: bool = True) -> Fixing | None
     exact = exact_bound(table, lam)
     if exact is not None:
         bound = min(bound, exact.floor)
+        if inc_val < bound and not lag.multi:  # fill the free GPUs by moves among tied options
+            filled = fill_slack(table, exact, inc)
+            if filled is not inc:
+                f_val, _ = table.objective_of(filled)
+                if f_val > inc_val and fits(table, filled):
+                    inc, inc_val = filled, f_val
         if inc_val >= bound:
             return _all_fixed(table, bound, inc, int(inc_val))
         keep, idle_keep = exact.keep(table, int(inc_val))
-        return make_fixing(table, bound, inc, int(inc_val), keep, idle_keep)
+        fix = make_fixing(table, bound, inc, int(inc_val), keep, idle_keep)
+        return fix if lag.multi else replace(fix, lam_num=exact.num[0], lam_den=exact.den)
     # an allocation using option o of job j is worth at most L + reduced cost (reduced <= 0)
     best, _, _ = lag.scores(lam)
     s = lag.option_scores(lam)

@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from numba import njit
 
 from elasticopt.models.table import OptionTable
 
-__all__ = ["ExactBound", "exact_bound", "exact_value"]
+__all__ = ["ExactBound", "exact_bound", "exact_value", "fill_slack"]
 
 #: int64 sums are used only below this magnitude (2**62: headroom for one more addition).
 _SAFE = 1 << 62
@@ -143,3 +144,81 @@ def exact_bound(table: OptionTable, lam: np.ndarray | float) -> ExactBound | Non
         if best is None or ev.scaled * best.den < best.scaled * ev.den:
             best = ev
     return best
+
+
+@njit(cache=True, nogil=True)
+def _fill_kernel(gpus, tied, cur, reach_lo, slack):
+    """Moves among tied options (one per job) whose GPUs add up to the most of ``slack`` (net change within
+    ``[-reach_lo, slack]``); returns the new option per job (-1 idle, as ``cur``) and the GPUs added."""
+    n, K = gpus.shape
+    width = reach_lo + slack + 1  # net change d at index d + reach_lo
+    ok = np.zeros(width, dtype=np.bool_)
+    ok[reach_lo] = True
+    back = np.full((n, width), -3, dtype=np.int8)  # -3: unreachable; -2: kept its option; o: moved to o (-1 idle)
+    for j in range(n):
+        ck = 0 if cur[j] < 0 else gpus[j, cur[j]]
+        new = np.zeros(width, dtype=np.bool_)
+        for d in range(width):
+            if ok[d]:
+                new[d] = True
+                back[j, d] = -2
+        for o in range(-1, K):
+            if o == cur[j] or not tied[j, o + 1]:
+                continue
+            delta = (0 if o < 0 else gpus[j, o]) - ck
+            for d in range(width):
+                e = d + delta
+                if ok[d] and 0 <= e < width and not new[e]:
+                    new[e] = True
+                    back[j, e] = o
+        ok = new
+    best = -1
+    for d in range(width - 1, -1, -1):
+        if ok[d]:
+            best = d
+            break
+    out = cur.copy()
+    d = best
+    for j in range(n - 1, -1, -1):
+        o = back[j, d]
+        if o != -2:
+            ck = 0 if cur[j] < 0 else gpus[j, cur[j]]
+            out[j] = o
+            d -= (0 if o < 0 else gpus[j, o]) - ck
+    return out, best - reach_lo
+
+
+def fill_slack(table: OptionTable, bound: ExactBound, choice: np.ndarray, reach: int = 64,
+               max_slack: int = 4096) -> np.ndarray:
+    """A better incumbent: the GPUs left free filled by moves among options tied at λ (one type).
+
+    Options whose exact score ``den u - num k`` equals their job's best (idle
+    included) are interchangeable for the bound; among them every extra GPU is
+    worth λ, so the allocation that fills most of the free GPUs is the best
+    one reachable by such moves.  A subset-sum over the moves' GPU changes
+    (net change kept within ``[-reach, slack]``, ``slack`` capped at
+    ``max_slack``) finds it exactly; a filled incumbent meets an integral bound.
+    Returns ``choice`` itself where nothing improves.
+    """
+    if table.n_types != 1 or not table.width:
+        return choice
+    choice = np.asarray(choice, dtype=np.int64)
+    used = int(table.gpus_by_type(choice).sum())
+    slack = min(int(table.capacity) - used, max_slack)
+    if slack <= 0:
+        return choice
+    tied = np.zeros((table.n_jobs, table.width + 1), dtype=bool)  # column 0: idle
+    tied[:, 0] = table.idle_allowed & (bound.best == 0)
+    tied[:, 1:] = table.valid & (bound.scores == bound.best[:, None])
+    ar = np.arange(table.n_jobs)
+    mine = tied[ar, choice + 1]  # only jobs on a tied choice move (the others keep their option)
+    sub = np.flatnonzero(mine & (tied.sum(axis=1) > 1))
+    if sub.size == 0:
+        return choice
+    new, added = _fill_kernel(np.ascontiguousarray(table.gpus[sub]), np.ascontiguousarray(tied[sub]),
+                              np.ascontiguousarray(choice[sub]), int(min(reach, used)), slack)
+    if added <= 0:
+        return choice
+    out = choice.copy()
+    out[sub] = new
+    return out

@@ -32,6 +32,7 @@ import numpy as np
 from elasticopt.models.fixing import Fixing, Proof, quick_proof_multi, reduced_cost_fixing
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.dp_window import window_dp
 from elasticopt.solvers.common import MAX_CELLS, NEG, dp_outcome, state_shape, too_large
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status
@@ -172,7 +173,7 @@ class JaxDP(Backend):
     requires = ("jax",)
     description = "dynamic program, jax-compiled (the paper's algorithm)"
 
-    default_options = {"fixing": True, "max_cells": MAX_CELLS}
+    default_options = {"fixing": True, "window": True, "max_cells": MAX_CELLS}
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> OptionTable:
         # the Lagrangian bound and reduced-cost fixing are part of solving (they often prove the optimum
@@ -197,6 +198,11 @@ class JaxDP(Backend):
             model = self._arrays_multi(core)
             model.update(fix=fix, core=core, skip=False)
             return model
+        if options["window"] and fix is not None and fix.lam_den is not None and core.n_jobs:
+            # only the states that may beat the incumbent (dp_window); the plain DP where that does not pay
+            return {"fix": fix, "core": core, "skip": False, "length_for": int(table.stats.get("capacity", table.capacity)),
+                    "window": (fix.lam_num, fix.lam_den, fix.incumbent_value - fix.fixed_utility,
+                               int(options["max_cells"]))}
         # pad the GPU axis for the problem's full cluster, so that capacity clipping and fixing
         # (which vary from one scheduling decision to the next) never change the compiled shape
         model = self._arrays(core, int(table.stats.get("capacity", table.capacity)))
@@ -287,6 +293,19 @@ class JaxDP(Backend):
     def _run(self, model: dict[str, Any]) -> Any:
         if model["skip"]:
             return model.get("limit")
+        if model.get("window"):
+            num, den, beat, max_cells = model["window"]
+            core = model["core"]
+            # cells past a quarter of the plain DP's would not pay: fall back to it
+            limit = min(max_cells, core.n_jobs * (core.width + 1) * (core.capacity + 1) // 4)
+            status, best, choice, cells = window_dp(core, num, den, beat, limit)
+            model["window_cells"] = cells
+            if status == "none":
+                return None  # no allocation beats the incumbent: it is optimal
+            if status == "found":
+                return best, choice
+            model.update(self._arrays(core, model["length_for"]))  # "skip": the plain DP
+            model["window_cells"] = None
         if model.get("multi"):
             return self._run_multi(model)
         import jax
@@ -326,7 +345,12 @@ class JaxDP(Backend):
         fix: Fixing | None = model["fix"]
         core: OptionTable = model["core"]
         ops = int(core.valid.sum()) * int(np.prod(state_shape(core), dtype=np.int64)) if raw is not None else 0
+        cells = model.get("window_cells")
+        if cells is not None:  # the windowed DP: its states times the options that read them
+            ops = int(cells) * max(core.width, 1)
         stats: dict[str, Any] = {"operations": ops, "dp_jobs": core.n_jobs, "dp_capacity": core.capacity}
+        if "window_cells" in model:
+            stats["window_states"] = cells
         if fix is not None:
             stats.update(
                 fixed_jobs=int(table.n_jobs - core.n_jobs),

@@ -123,3 +123,83 @@ def test_dp_on_general_problems_still_equals_numpy_dp(problem):
     assert a.status is b.status
     if a.status is Status.OPTIMAL:
         assert a.objective == b.objective
+
+
+@given(problems(max_jobs=10, max_gpus=30, max_options=5), st.integers(0, 4096), st.sampled_from([1, 2, 3, 16]),
+       st.integers(-3, 3))
+def test_window_dp_equals_the_plain_dp_for_any_lambda_and_target(problem, num, den, offset):
+    """Any λ >= 0 gives valid bounds, so the windowed DP must find the optimum whenever it beats ``beat``."""
+    from elasticopt.solvers.dp_window import window_dp
+
+    table = reduce_table(compile_problem(problem))
+    if table.n_types != 1 or not table.width or not table.n_jobs:
+        return
+    ref = solve(table, "numpy-dp", reduce=False)
+    lam_num = num * int(table.scale) // 64
+    if ref.status is not Status.OPTIMAL:
+        status, best, choice, _ = window_dp(table, lam_num, den, -(1 << 50), 1 << 30)
+        assert status in ("none", "skip")  # skip: a job that must run has no option (fixing never gets here)
+        return
+    beat = ref.objective + offset * int(table.scale)  # below, at or above the optimum
+    status, best, choice, _ = window_dp(table, lam_num, den, beat, 1 << 30)
+    if ref.objective > beat:
+        assert status == "found" and best == ref.objective
+        value, _ = table.objective_of(choice)
+        assert value == best
+        assert int(table.gpus_by_type(choice).sum()) <= table.capacity
+        assert all(table.valid[j, c] for j, c in enumerate(choice) if c >= 0)
+        assert all(table.idle_allowed[j] for j, c in enumerate(choice) if c < 0)
+    else:
+        assert status == "none"
+
+
+@pytest.mark.parametrize("family", ["mck-weakly", "mck-uncorrelated", "mck-strongly", "mck-subset-sum"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_dp_equals_plain_dp_on_pisingers_hard_classes(family, seed):
+    """R = 1000, G = n R / 4 (Pisinger's hard classes): dp (exact fixing, slack fill, window) == plain dp == milp."""
+    problem = generate_instance(family, 100, 25_000, seed, R=1000)
+    a = solve(problem, "dp")
+    b = solve(problem, "dp", window=False, fixing=False)
+    c = solve(problem, "milp")
+    assert a.status is b.status is c.status is Status.OPTIMAL
+    assert a.objective == b.objective == c.objective
+    assert verify(problem, a).ok
+
+
+def test_the_window_runs_and_is_small_on_a_weakly_correlated_core():
+    """Hand-checked figures: mck-weakly n=100, R=1000, seed 1 leaves a core of 39 jobs; the window keeps
+    57,603 states where the plain DP fills 39 x 25,001."""
+    problem = generate_instance("mck-weakly", 100, 25_000, 1, R=1000)
+    a = solve(problem, "dp")
+    assert a.stats["dp_jobs"] == 39
+    assert 0 < a.stats["window_states"] < 39 * 25_001 // 10
+    assert a.objective == solve(problem, "milp").objective
+
+
+@given(problems(max_jobs=10, max_gpus=30, max_options=5), st.integers(0, 64))
+def test_fill_slack_keeps_feasibility_and_never_loses_value(problem, lam_units):
+    from elasticopt.models.lagrangian_exact import fill_slack
+
+    table = reduce_table(compile_problem(problem))
+    if table.n_types != 1 or not table.width or not table.n_jobs:
+        return
+    ev = exact_bound(table, lam_units * table.scale / 16)
+    if ev is None:
+        return
+    # start from the Lagrangian choice's tied fewest-GPU options where they fit, else idle where allowed
+    inc = np.where(table.idle_allowed, -1, np.argmin(np.where(table.valid, table.gpus, 1 << 40), axis=1))
+    if int(table.gpus_by_type(inc).sum()) > table.capacity:
+        return
+    before, _ = table.objective_of(inc)
+    out = fill_slack(table, ev, inc)
+    after, _ = table.objective_of(out)
+    assert int(table.gpus_by_type(out).sum()) <= table.capacity
+    assert all(table.valid[j, c] for j, c in enumerate(out) if c >= 0)
+    assert all(table.idle_allowed[j] for j, c in enumerate(out) if c < 0)
+    changed = np.flatnonzero(out != inc)
+    for j in changed:  # only moves among tied options: every moved job ends on a choice scoring its best
+        score = 0 if out[j] < 0 else int(ev.scores[j, out[j]])
+        assert score == int(ev.best[j])
+    assert int(table.gpus_by_type(out).sum()) >= int(table.gpus_by_type(inc).sum())
+    if (out != inc).any():
+        assert after > before or (after == before and ev.num[0] == 0)
