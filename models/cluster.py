@@ -64,12 +64,16 @@ class Pool:
 
     def free_per_node(self) -> tuple[int, ...]:
         """Per node the number of free GPUs."""
-        return tuple(len(n) for n in self.free_gpus())
+        if self.free is None:
+            return (self.gpus_per_node,) * self.nodes
+        return tuple(len(n) for n in self.free)
 
     @cached_property
     def gpus(self) -> int:
-        """Free GPUs of the pool, all nodes together."""
-        return sum(self.free_per_node())
+        """Free GPUs of the pool, all nodes together (no per-node list is built for wholly free nodes)."""
+        if self.free is None:
+            return self.nodes * self.gpus_per_node
+        return sum(len(n) for n in self.free)
 
 
 def _single_pool(gpus: int, gpus_per_node: int) -> Pool:
