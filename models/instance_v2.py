@@ -56,7 +56,10 @@ def _pool(d: dict[str, Any], where: str, file: str) -> Pool:
                     raise InstanceError(file, f"{where}.free[{i}]", f"distinct GPU indices in 0..{g - 1}", f)
                 out.append(tuple(f))
         free = tuple(out)
-    return Pool(d["nodes"], g, free)
+    try:
+        return Pool(d["nodes"], g, free)
+    except ValidationError as exc:  # a size over a named limit (elasticopt.models.cluster)
+        raise InstanceError(file, f"{where}.{exc.path.rpartition('.')[2]}", exc.expected, exc.found, exc.hint) from None
 
 
 def _cluster(cl: dict[str, Any], file: str) -> Cluster:

@@ -88,8 +88,10 @@ def register(subparsers) -> None:
 def _is_pollux(path: Path) -> bool:
     if path.suffix.lower() != ".csv":
         return False
-    with open(path, newline="") as fh:
-        header = next(csv.reader(fh), [])
+    from elasticopt.models.jsontext import read_csv  # the loader discipline of every input file
+
+    rows = read_csv(path, "workload file")
+    header = rows[0] if rows else []
     return {"application", "num_replicas", "batch_size"} <= {h.strip() for h in header}
 
 

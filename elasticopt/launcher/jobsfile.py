@@ -52,12 +52,12 @@ jobs in simulation.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from elasticopt.errors import InstanceError
+from elasticopt.models.jsontext import describe, read_json
 from elasticopt.scheduling.executor import JobSpec
 from elasticopt.scheduling.workload import job_from_dict
 
@@ -117,12 +117,7 @@ def load_jobs(path: str | os.PathLike[str]) -> list[JobSpec]:
     """
     p = Path(path)
     file = str(p)
-    if not p.is_file():
-        raise InstanceError(file, "(file)", "an existing jobs file", file)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InstanceError(file, "(root)", "valid JSON", f"line {exc.lineno}: {exc.msg}") from None
+    doc = read_json(p, "jobs file")  # the loader discipline of every input file (elasticopt.models.jsontext)
     if not isinstance(doc, dict) or doc.get("format") != JOBS_FORMAT:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
         raise InstanceError(file, "format", repr(JOBS_FORMAT), found)

@@ -53,6 +53,7 @@ from typing import Any
 from elasticopt._io import atomic_write_text
 from elasticopt.errors import InstanceError, ValidationError
 from elasticopt.models import MeasuredThroughput
+from elasticopt.models.jsontext import describe, read_csv, read_json
 from elasticopt.scheduling.executor import JobSpec
 from elasticopt.scheduling.state import option_error
 
@@ -162,12 +163,18 @@ def job_from_dict(d: Mapping[str, Any], file: str = "<memory>", path: str = "job
         raise InstanceError(file, f"{path}.submitted_batch", "a feasible submitted (gpus, batch)",
                             (k_sub, b_sub), hint=why)
     total = v["total_samples"]
+    key = "total_samples"
     if total is None:
         if v["duration_s"] is None:
             raise InstanceError(file, f"{path}.total_samples", "total_samples or duration_s", None)
-        total = v["duration_s"] * model.samples_per_s(k_sub, b_sub)
-    if not total > 0:
-        raise InstanceError(file, f"{path}.total_samples", "a number > 0", total)
+        key = "duration_s"
+        sps = model.samples_per_s(k_sub, b_sub)
+        total = v["duration_s"] * sps
+        if not (math.isfinite(total) and total > 0):
+            raise InstanceError(file, f"{path}.duration_s", "a duration > 0 whose samples (duration_s x samples/s "
+                                f"{sps:.6g} at the submitted ({k_sub}, {b_sub})) are a finite number", d.get(key))
+    if not (math.isfinite(total) and total > 0):
+        raise InstanceError(file, f"{path}.{key}", "a finite number > 0", d.get(key, total))
     return dataclasses.replace(spec, total_samples=float(total))
 
 
@@ -228,33 +235,34 @@ def load_workload(path: str | os.PathLike[str]) -> list[JobSpec]:
     """
     p = Path(path)
     file = str(p)
-    if not p.is_file():
-        raise InstanceError(file, "(file)", "an existing workload file", file)
-    text = p.read_text(encoding="utf-8")
-    if p.suffix.lower() == ".json":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InstanceError(file, "(root)", "valid JSON", f"line {exc.lineno}: {exc.msg}") from None
+    suffix = p.suffix.lower()
+    if suffix not in (".json", ".csv"):
+        raise InstanceError(file, "(file)", "a .csv or .json workload", p.suffix or "no suffix")
+    if suffix == ".json":
+        doc = read_json(p, "workload file")  # the loader discipline of every input file (elasticopt.models.jsontext)
         if not isinstance(doc, dict) or doc.get("format") != WORKLOAD_FORMAT:
-            found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-            raise InstanceError(file, "format", repr(WORKLOAD_FORMAT), found)
+            found = doc.get("format") if isinstance(doc, dict) else describe(doc)
+            raise InstanceError(file, "format", repr(WORKLOAD_FORMAT), describe(found))
         entries = doc.get("jobs")
         if not isinstance(entries, list):
-            raise InstanceError(file, "jobs", "a list", type(entries).__name__)
+            raise InstanceError(file, "jobs", "a list", describe(entries))
         jobs = [job_from_dict(e, file, f"jobs[{i}]") for i, e in enumerate(entries)]
-    elif p.suffix.lower() == ".csv":
-        reader = csv.DictReader(io.StringIO(text))
-        missing = {"id", "arrival_s"} - set(reader.fieldnames or ())
-        if missing:
-            raise InstanceError(file, "header", "columns " + ", ".join(COLUMNS), reader.fieldnames)
-        jobs = [job_from_dict(row, file, f"row {i + 2}") for i, row in enumerate(reader)]
     else:
-        raise InstanceError(file, "(file)", "a .csv or .json workload", p.suffix)
+        rows = read_csv(p, "workload file")
+        missing = {"id", "arrival_s"} - set(rows[0] if rows else ())
+        if missing:
+            raise InstanceError(file, "header", "columns " + ", ".join(COLUMNS), rows[0] if rows else "an empty file")
+        header = rows[0]
+        jobs = []
+        for i, cells in enumerate(rows[1:]):
+            if len(cells) > len(header):
+                raise InstanceError(file, f"row {i + 2}", f"at most {len(header)} cells (the header's)", len(cells))
+            jobs.append(job_from_dict(dict(zip(header, cells)), file, f"row {i + 2}"))
     seen: set[str] = set()
     for i, j in enumerate(jobs):
         if j.id in seen:
-            raise InstanceError(file, f"jobs[{i}].id", "a unique id", j.id)
+            where = f"jobs[{i}]" if suffix == ".json" else f"row {i + 2}"
+            raise InstanceError(file, f"{where}.id", "a unique id", j.id)
         seen.add(j.id)
     return jobs
 
