@@ -57,7 +57,7 @@ from elasticopt.models.jsontext import describe, read_csv, read_json
 from elasticopt.scheduling.executor import JobSpec
 from elasticopt.scheduling.state import option_error
 
-__all__ = ["WORKLOAD_FORMAT", "COLUMNS", "load_workload", "save_workload", "job_from_dict", "job_to_dict"]
+__all__ = ["WORKLOAD_FORMAT", "COLUMNS", "MAX_WEIGHT", "load_workload", "save_workload", "job_from_dict", "job_to_dict"]
 
 WORKLOAD_FORMAT = "elasticopt-workload/1"
 COLUMNS = (
@@ -66,6 +66,9 @@ COLUMNS = (
 )
 _INT_KEYS = {"batch_min", "batch_max", "max_local", "submitted_gpus", "submitted_batch", "gpus_min", "gpus_max"}
 _FLOAT_KEYS = {"arrival_s", "total_samples", "duration_s", "weight", "restart_cost_s"}
+#: Largest objective weight a workload job may have: a policy's objective sums weight x value over the jobs in
+#: exact integers (docs/design.md §2), which much larger weights would overflow in the middle of a simulation.
+MAX_WEIGHT = 1e6
 #: Keys of heterogeneous jobs, JSON only.
 TYPED_KEYS = ("profiles", "types", "submitted_type")
 
@@ -143,6 +146,8 @@ def job_from_dict(d: Mapping[str, Any], file: str = "<memory>", path: str = "job
             if k not in defaults:
                 raise InstanceError(file, f"{path}.{k}", "an integer (the throughput model has no default)", None)
             v[k] = defaults[k]
+    if v["weight"] is not None and not 0 < v["weight"] <= MAX_WEIGHT:
+        raise InstanceError(file, f"{path}.weight", f"a number > 0 and <= {MAX_WEIGHT:g} (MAX_WEIGHT)", d.get("weight"))
     if v["arrival_s"] is None or v["arrival_s"] < 0:
         raise InstanceError(file, f"{path}.arrival_s", "a number >= 0", d.get("arrival_s"))
     k_sub = v["submitted_gpus"] if v["submitted_gpus"] is not None else 1
@@ -253,6 +258,11 @@ def load_workload(path: str | os.PathLike[str]) -> list[JobSpec]:
         if missing:
             raise InstanceError(file, "header", "columns " + ", ".join(COLUMNS), rows[0] if rows else "an empty file")
         header = rows[0]
+        known = set(COLUMNS)
+        for c, name in enumerate(header):
+            if name not in known:
+                raise InstanceError(file, "header", "column names among " + ", ".join(COLUMNS), name,
+                                    f"column {c + 1}; no spaces around names")
         jobs = []
         for i, cells in enumerate(rows[1:]):
             if len(cells) > len(header):
