@@ -150,7 +150,7 @@ def read_csv(path: str | os.PathLike[str], what: str = "file") -> list[list[str]
     import io
 
     file = str(path)
-    reader = csv.reader(io.StringIO(read_text(path, what), newline=""))
+    reader = csv.reader(io.StringIO(read_text(path, what), newline=""), strict=True)
     rows: list[list[str]] = []
     try:
         for row in reader:

@@ -221,10 +221,11 @@ def _typed(d: Mapping[str, Any], file: str, path: str) -> dict[str, Any]:
         except ValidationError as exc:
             raise InstanceError(file, f"{path}.profiles.{t}", exc.expected, name) from None
     types = d.get("types")
-    if types is not None and (not isinstance(types, list) or not types or any(t not in models for t in types)):
+    if types is not None and (not isinstance(types, list) or not types
+                              or any(not isinstance(t, str) or t not in models for t in types)):
         raise InstanceError(file, f"{path}.types", "a list of types named in 'profiles'", types)
     sub = d.get("submitted_type") or next(t for t in models if types is None or t in types)
-    if sub not in models or (types is not None and sub not in types):
+    if not isinstance(sub, str) or sub not in models or (types is not None and sub not in types):
         raise InstanceError(file, f"{path}.submitted_type", "a type of 'profiles' the job may use", sub)
     out.update(profiles=models, types=None if types is None else tuple(types), submitted_type=sub)
     return out

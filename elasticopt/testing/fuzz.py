@@ -183,13 +183,15 @@ def _deep(doc: Any, rng: random.Random) -> Any:
 
 
 def _top_level(doc: Any, rng: random.Random) -> Any:
-    return rng.choice([[doc], doc.get("jobs", []) if isinstance(doc, dict) else [], 42, "instance", None])
+    jobs = doc.get("jobs", []) if isinstance(doc, dict) else []
+    return rng.choice([[doc], jobs if isinstance(jobs, list) else [], 42, "instance", None])
 
 
 def _priority(doc: Any, rng: random.Random) -> Any:
     if not isinstance(doc, dict):
         return doc
-    ids = [j.get("id") for j in doc.get("jobs", []) if isinstance(j, dict)] or ["a"]
+    jobs = doc.get("jobs")
+    ids = [j.get("id") for j in (jobs if isinstance(jobs, list) else []) if isinstance(j, dict)] or ["a"]
     doc["priority"] = [rng.choice(ids) for _ in range(rng.choice([3, 50, 2000]))]
     return doc
 
