@@ -2,7 +2,7 @@
 
 Exit codes: 0 solved (OPTIMAL/FEASIBLE, or LIMIT with an allocation),
 1 infeasible or no solution, 2 bad input, 3 proven optima disagree
-(``--solver all``).
+(``--solver all``), 4 internal error (:data:`elasticopt.cli.EXIT_CODES`).
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "solve",
         help="solve an instance file",
-        description="Solve an elasticopt-instance/1 JSON file: pick (GPUs, batch) or idle for every job. "
-        "Exit codes: 0 solved, 1 infeasible / no solution, 2 bad input, 3 exact solvers disagree.",
+        description="Solve an instance file (elasticopt-instance/1 or /2): pick (GPU type, GPUs, batch, nodes) or "
+        "idle for every job. Exit codes: 0 solved, 1 infeasible / no solution, 2 bad input, 3 exact solvers "
+        "disagree, 4 internal error.",
     )
-    p.add_argument("file", help="instance file (format elasticopt-instance/1, see docs/design.md §7)")
+    p.add_argument("file", help="instance file (format elasticopt-instance/1 or /2, see docs/design.md §7)")
     p.add_argument(
         "--solver",
         default="dp",

@@ -44,6 +44,10 @@ given once in ``defaults``):
 ``cwd``
     Working directory of the job (default: the launcher's).
 
+The file is read as every input file is (:mod:`elasticopt.models.jsontext`): UTF-8,
+nesting depth, integers within ±(2**53 - 1), finite numbers; every error names the
+file and the JSON path.
+
 The scheduling part of the file (everything but the launcher keys) is also
 written as a workload file, so ``elasticopt simulate`` can replay the same
 jobs in simulation.
@@ -57,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from elasticopt.errors import InstanceError
-from elasticopt.models.jsontext import describe, read_json
+from elasticopt.models.jsontext import read_json
 from elasticopt.scheduling.executor import JobSpec
 from elasticopt.scheduling.workload import job_from_dict
 

@@ -35,7 +35,11 @@ default the first of ``profiles``); the batch range defaults to what every
 named profile accepts.
 
 Every error names the file, the row or JSON path, what was expected and what
-was found.  A job's submitted (k, b) must be a feasible option of the job.
+was found; the file is read as every input file is (:mod:`elasticopt.models.jsontext`:
+UTF-8, nesting depth, integers within ±(2**53 - 1), finite numbers; CSV read strictly,
+header columns checked).  A job's submitted (k, b) must be a feasible option of the
+job; its ``duration_s`` must give a finite number of samples; ``weight`` is at most
+:data:`MAX_WEIGHT`.
 """
 
 from __future__ import annotations
