@@ -113,11 +113,21 @@ def _stdout_closed() -> int:
     return 141
 
 
+def _raise_broken_pipe(console) -> None:
+    """For rich consoles: a closed stdout raises BrokenPipeError (rich's own handler exits 1, "infeasible")."""
+    console.quiet = True
+    raise BrokenPipeError
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``elasticopt`` console script; returns the exit code."""
+    from rich.console import Console
+
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.verbose, args.quiet)
+    saved = Console.on_broken_pipe
+    Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
     try:
         return int(args.func(args))
     except BrokenPipeError:
@@ -141,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"elasticopt {args.command}: internal error (a bug of elasticopt, exit {EXIT_INTERNAL}): "
               f"{type(exc).__name__}: {text}; run with -v for the traceback and please report it", file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        Console.on_broken_pipe = saved  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":  # pragma: no cover
