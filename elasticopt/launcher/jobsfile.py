@@ -124,7 +124,9 @@ def load_jobs(path: str | os.PathLike[str]) -> list[JobSpec]:
     doc = read_json(p, "jobs file")  # the loader discipline of every input file (elasticopt.models.jsontext)
     if not isinstance(doc, dict) or doc.get("format") != JOBS_FORMAT:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-        raise InstanceError(file, "format", repr(JOBS_FORMAT), found)
+        hint = "an instance file: 'elasticopt solve FILE' reads it" if str(found).startswith("elasticopt-instance/") \
+            else None
+        raise InstanceError(file, "format", repr(JOBS_FORMAT), found, hint)
     defaults = doc.get("defaults", {})
     if not isinstance(defaults, dict) or set(defaults) - set(LAUNCHER_KEYS):
         raise InstanceError(file, "defaults", "an object with keys among " + ", ".join(LAUNCHER_KEYS), defaults)

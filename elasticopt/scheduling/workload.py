@@ -235,6 +235,16 @@ def _typed(d: Mapping[str, Any], file: str, path: str) -> dict[str, Any]:
     return out
 
 
+def _other_format_hint(found: Any) -> str | None:
+    """How to read a file of another elasticopt format handed to ``simulate``."""
+    text = str(found)
+    if text.startswith("elasticopt-instance/"):
+        return "an instance file: 'elasticopt solve FILE' reads it"
+    if text.startswith("elasticopt-jobs/"):
+        return "a launch jobs file: 'elasticopt launch FILE' runs it; its run directory's workload.json simulates it"
+    return None
+
+
 def load_workload(path: str | os.PathLike[str]) -> list[JobSpec]:
     """Read a CSV or JSON workload file (format in the module docstring).
 
@@ -252,7 +262,7 @@ def load_workload(path: str | os.PathLike[str]) -> list[JobSpec]:
         doc = read_json(p, "workload file")  # the loader discipline of every input file (elasticopt.models.jsontext)
         if not isinstance(doc, dict) or doc.get("format") != WORKLOAD_FORMAT:
             found = doc.get("format") if isinstance(doc, dict) else describe(doc)
-            raise InstanceError(file, "format", repr(WORKLOAD_FORMAT), describe(found))
+            raise InstanceError(file, "format", repr(WORKLOAD_FORMAT), describe(found), _other_format_hint(found))
         entries = doc.get("jobs")
         if not isinstance(entries, list):
             raise InstanceError(file, "jobs", "a list", describe(entries))
