@@ -193,7 +193,7 @@ def problem_from_dict_2(data: dict[str, Any], file: str, validate: Any, resolve:
         seen[jd["id"]] = i
         job = _job(jd, i, file, types, resolve)
         if not job.typed_options(cluster, data.get("node_aware", False)) and not job.typed_options(
-            Cluster(pools={t: Pool(1, 1 << 20) for t in types})
+            Cluster(pools={t: Pool(16, 1 << 16) for t in types})  # 2**20 GPUs per type, within the pool limits
         ):
             raise InstanceError(
                 file, f"jobs[{i}]",

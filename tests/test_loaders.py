@@ -269,3 +269,15 @@ def test_errors_name_file_and_path_in_the_fuzz_form(tmp_path):
 def _write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def test_format_2_job_whose_options_all_exceed_the_cluster_loads_and_waits(tmp_path):
+    """Found by the fuzz: the loader's "any option at all" probe built a pool over MAX_GPUS_PER_NODE."""
+    doc = {"format": "elasticopt-instance/2", "cluster": {"pools": {"a100": {"nodes": 1, "gpus_per_node": 8}}},
+           "jobs": [{"id": "big", "throughput": [["a100", 16, 256, 100.0]]},
+                    {"id": "small", "throughput": [["a100", 2, 64, 50.0]]}]}
+    f = _write(tmp_path / "big.json", json.dumps(doc))
+    assert [j.id for j in load_instance(f).jobs] == ["big", "small"]
+    run = run_cli(["solve", str(f), "--json"], timeout_s=None)
+    assert run.code == 0, run.stderr
+    assert json.loads(run.stdout)["allocation"] == {"big": None, "small": {"gpus": 2, "batch": 64}}
