@@ -93,7 +93,7 @@ def check_values(data: Any, file: str) -> None:
         if isinstance(value, (dict, list)):
             if len(path) >= MAX_DEPTH:
                 raise InstanceError(file, format_path(path), f"at most {MAX_DEPTH} levels of nesting",
-                                    "deeper nesting", "elasticopt's files need at most 6")
+                                    "deeper nesting", "elasticopt's file formats need far fewer")
             items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
             stack.extend((path + (k,), v) for k, v in reversed(items))
         elif isinstance(value, HugeInteger) or (
