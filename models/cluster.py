@@ -11,16 +11,30 @@ import numpy as np
 
 from elasticopt.errors import ValidationError
 
-__all__ = ["Cluster", "Pool", "DEFAULT_TYPE", "check_int"]
+__all__ = ["Cluster", "Pool", "DEFAULT_TYPE", "check_int", "MAX_NODES", "MAX_GPUS_PER_NODE", "MAX_POOL_GPUS"]
 
 #: The GPU type of a cluster given as ``Cluster(gpus, gpus_per_node)`` (one pool).
 DEFAULT_TYPE = "gpu"
 
+#: Size limits of a pool (docs/design.md §2).  Placement, verification and the simulator keep per-node and
+#: per-GPU state, so a pool costs memory in proportion to its nodes and GPUs: a size beyond these is refused
+#: with a message naming the limit (a 10**9-GPU cluster of 8-GPU nodes would need gigabytes), never left to
+#: grow until memory runs out.  The solvers themselves see at most the GPUs the jobs can use.
+MAX_NODES = 2**20
+MAX_GPUS_PER_NODE = 2**16
+MAX_POOL_GPUS = 2**24
 
-def check_int(path: str, value: object, lo: int) -> None:
-    """Raise :class:`ValidationError` at ``path`` unless ``value`` is an int (not a bool) >= ``lo``."""
+
+def check_int(path: str, value: object, lo: int, hi: int | None = None, limit: str = "") -> None:
+    """Raise :class:`ValidationError` at ``path`` unless ``value`` is an int (not a bool) in ``lo..hi``.
+
+    ``limit`` names the constant ``hi`` comes from, for the message.
+    """
     if isinstance(value, bool) or not isinstance(value, int) or value < lo:
         raise ValidationError(path, f"an integer >= {lo}", value)
+    if hi is not None and value > hi:
+        raise ValidationError(path, f"an integer <= {hi:,} ({limit or 'the limit'})", value,
+                              "elasticopt refuses larger sizes: see docs/design.md §2, size limits")
 
 
 @dataclass(frozen=True)
@@ -45,8 +59,12 @@ class Pool:
     free: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self) -> None:
-        check_int("pool.nodes", self.nodes, 0)
-        check_int("pool.gpus_per_node", self.gpus_per_node, 1)
+        check_int("pool.nodes", self.nodes, 0, MAX_NODES, "MAX_NODES, nodes per pool")
+        check_int("pool.gpus_per_node", self.gpus_per_node, 1, MAX_GPUS_PER_NODE, "MAX_GPUS_PER_NODE")
+        if self.nodes * self.gpus_per_node > MAX_POOL_GPUS:
+            raise ValidationError("pool.nodes", f"at most {MAX_POOL_GPUS:,} GPUs in a pool (MAX_POOL_GPUS): nodes x "
+                                  f"gpus_per_node = {self.nodes:,} x {self.gpus_per_node:,}", self.nodes,
+                                  "elasticopt refuses larger sizes: see docs/design.md §2, size limits")
         if self.free is not None:
             free = tuple(tuple(sorted(int(g) for g in node)) for node in self.free)
             object.__setattr__(self, "free", free)
@@ -64,12 +82,16 @@ class Pool:
 
     def free_per_node(self) -> tuple[int, ...]:
         """Per node the number of free GPUs."""
-        return tuple(len(n) for n in self.free_gpus())
+        if self.free is None:
+            return (self.gpus_per_node,) * self.nodes
+        return tuple(len(n) for n in self.free)
 
     @cached_property
     def gpus(self) -> int:
-        """Free GPUs of the pool, all nodes together."""
-        return sum(self.free_per_node())
+        """Free GPUs of the pool, all nodes together (no per-node list is built for wholly free nodes)."""
+        if self.free is None:
+            return self.nodes * self.gpus_per_node
+        return sum(len(n) for n in self.free)
 
 
 def _single_pool(gpus: int, gpus_per_node: int) -> Pool:
@@ -105,8 +127,10 @@ class Cluster:
 
     def __post_init__(self) -> None:
         if self.pools is None:
-            check_int("cluster.gpus", self.gpus, 0)
-            check_int("cluster.gpus_per_node", self.gpus_per_node, 1)
+            check_int("cluster.gpus_per_node", self.gpus_per_node, 1, MAX_GPUS_PER_NODE, "MAX_GPUS_PER_NODE")
+            check_int("cluster.gpus", self.gpus, 0, min(MAX_POOL_GPUS, MAX_NODES * self.gpus_per_node),
+                      "MAX_POOL_GPUS" if MAX_POOL_GPUS <= MAX_NODES * self.gpus_per_node
+                      else f"MAX_NODES = {MAX_NODES:,} nodes of gpus_per_node GPUs")
             pools = {DEFAULT_TYPE: _single_pool(self.gpus, self.gpus_per_node)}
         else:
             if not isinstance(self.pools, Mapping) or not self.pools:

@@ -33,7 +33,7 @@ from elasticopt.models.instance_v2 import (
     problem_to_dict_2,
 )
 from elasticopt.models.fastload import fast_parse, fast_valid
-from elasticopt.models.jsontext import check_values, describe, loads
+from elasticopt.models.jsontext import check_values, decode, describe, loads, read_bytes
 from elasticopt.models.problem import Cluster, Job, Problem, Running
 from elasticopt.models.throughput import MeasuredThroughput, ThroughputModel
 
@@ -317,14 +317,11 @@ def load_instance(path: str | os.PathLike[str]) -> Problem:
         If the file is missing, not JSON, or breaks the format.
     """
     name = str(path)
-    try:
-        raw = Path(path).read_bytes()
-        data = fast_parse(raw)
-        screened = data is not None
-        if data is None:  # orjson refused it or it needs a closer look: the standard parser decides
-            data = loads(raw.decode("utf-8"), name)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InstanceError(name, "(root)", "a readable UTF-8 JSON file", type(exc).__name__ + ": " + str(exc)) from None
+    raw = read_bytes(path, "instance file")
+    data = fast_parse(raw)
+    screened = data is not None
+    if data is None:  # orjson refused it or it needs a closer look: the standard parser decides
+        data = loads(decode(raw, name), name)
     return problem_from_dict(data, file=name, _screened=screened)
 
 

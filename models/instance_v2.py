@@ -56,7 +56,10 @@ def _pool(d: dict[str, Any], where: str, file: str) -> Pool:
                     raise InstanceError(file, f"{where}.free[{i}]", f"distinct GPU indices in 0..{g - 1}", f)
                 out.append(tuple(f))
         free = tuple(out)
-    return Pool(d["nodes"], g, free)
+    try:
+        return Pool(d["nodes"], g, free)
+    except ValidationError as exc:  # a size over a named limit (elasticopt.models.cluster)
+        raise InstanceError(file, f"{where}.{exc.path.rpartition('.')[2]}", exc.expected, exc.found, exc.hint) from None
 
 
 def _cluster(cl: dict[str, Any], file: str) -> Cluster:
@@ -190,7 +193,7 @@ def problem_from_dict_2(data: dict[str, Any], file: str, validate: Any, resolve:
         seen[jd["id"]] = i
         job = _job(jd, i, file, types, resolve)
         if not job.typed_options(cluster, data.get("node_aware", False)) and not job.typed_options(
-            Cluster(pools={t: Pool(1, 1 << 20) for t in types})
+            Cluster(pools={t: Pool(16, 1 << 16) for t in types})  # 2**20 GPUs per type, within the pool limits
         ):
             raise InstanceError(
                 file, f"jobs[{i}]",

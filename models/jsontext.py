@@ -1,6 +1,18 @@
-"""JSON text of instance files, read defensively: every failure is an InstanceError.
+"""Every file a user hands in, read defensively: every failure is an InstanceError naming the file.
+
+The one loader discipline of elasticopt (docs/design.md §7): instance files
+(:func:`elasticopt.models.load_instance`), launch jobs files
+(:mod:`elasticopt.launcher.jobsfile`), workload files, JSON and CSV
+(:mod:`elasticopt.scheduling.workload`, the Pollux CSV importer), pools files
+(``--cluster POOLS.json``) and service requests
+(:func:`elasticopt.service.protocol.parse_request`) are all read here:
+:func:`read_json` / :func:`parse_json` for JSON, :func:`read_csv` for CSV.
 
 What the standard library lets through or lets escape, and what happens here:
+
+- a missing or unreadable file (``OSError``), bytes that are not UTF-8
+  (``UnicodeDecodeError``): an error at ``(file)`` / ``(root)`` naming the
+  byte offset;
 
 - nesting deeper than Python's recursion limit (``RecursionError`` from
   :func:`json.loads`): an error at ``(root)``; nesting deeper than
@@ -19,11 +31,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 from elasticopt.errors import InstanceError, format_path
 
-__all__ = ["MAX_DEPTH", "MAX_EXACT_INT", "HugeInteger", "loads", "check_values", "describe"]
+__all__ = ["MAX_DEPTH", "MAX_EXACT_INT", "HugeInteger", "loads", "check_values", "describe", "read_bytes", "decode",
+           "read_text", "read_csv", "read_json", "parse_json"]
 
 #: Deepest nesting of arrays/objects an instance may have (format 1 needs 5).
 MAX_DEPTH = 32
@@ -78,7 +93,7 @@ def check_values(data: Any, file: str) -> None:
         if isinstance(value, (dict, list)):
             if len(path) >= MAX_DEPTH:
                 raise InstanceError(file, format_path(path), f"at most {MAX_DEPTH} levels of nesting",
-                                    "deeper nesting", "an instance file needs 5")
+                                    "deeper nesting", "elasticopt's file formats need far fewer")
             items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
             stack.extend((path + (k,), v) for k, v in reversed(items))
         elif isinstance(value, HugeInteger) or (
@@ -87,6 +102,86 @@ def check_values(data: Any, file: str) -> None:
             raise InstanceError(file, format_path(path), "an integer within ±(2**53 - 1) (RFC 7493)", value)
         elif isinstance(value, float) and not math.isfinite(value):
             raise InstanceError(file, format_path(path), "a finite number (JSON has no NaN or Infinity)", value)
+
+
+def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
+    """The bytes of ``path``; a missing, unreadable or non-regular file is an :class:`InstanceError` at ``(file)``.
+
+    Parameters
+    ----------
+    path
+        The file.
+    what
+        What the file should be, for the message ("an instance file", "a jobs file").
+    """
+    name = str(path)
+    p = Path(path)
+    try:
+        if not p.is_file():
+            found = "a directory" if p.is_dir() else "No such file or directory"
+            raise InstanceError(name, "(file)", f"an existing {what}", found)
+        return p.read_bytes()
+    except OSError as exc:
+        raise InstanceError(name, "(file)", f"a readable {what}", f"{type(exc).__name__}: {exc.strerror or exc}") from None
+
+
+def decode(raw: bytes, file: str) -> str:
+    """``raw`` as UTF-8 text; other bytes are an :class:`InstanceError` at ``(root)`` naming the byte offset."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InstanceError(file, "(root)", "UTF-8 text", _Described(f"byte 0x{raw[exc.start]:02x} at byte offset "
+                            f"{exc.start} ({exc.reason})"), "save the file as UTF-8") from None
+
+
+def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
+    """The UTF-8 text of ``path`` (:func:`read_bytes`, then :func:`decode`); a leading BOM is dropped."""
+    text = decode(read_bytes(path, what), str(path))
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def read_csv(path: str | os.PathLike[str], what: str = "file") -> list[list[str]]:
+    """The records of the UTF-8 CSV file ``path`` (header first), blank lines dropped.
+
+    A malformed record (a NUL byte, a field over the csv module's size limit, an unclosed
+    quote) is an :class:`InstanceError` naming the file and its line.
+    """
+    import csv
+    import io
+
+    file = str(path)
+    reader = csv.reader(io.StringIO(read_text(path, what), newline=""), strict=True)
+    rows: list[list[str]] = []
+    try:
+        for row in reader:
+            if row:
+                rows.append(row)
+    except csv.Error as exc:
+        raise InstanceError(file, f"line {reader.line_num}", "a CSV record", str(exc)) from None
+    return rows
+
+
+def parse_json(data: bytes | str, file: str) -> Any:
+    """Parse JSON text or UTF-8 bytes with every check of this module; errors name ``file`` and a JSON path.
+
+    Non-UTF-8 bytes, invalid JSON, nesting deeper than :data:`MAX_DEPTH`, integers beyond
+    ±(2**53 - 1) and NaN / Infinity are refused (:func:`loads`, :func:`check_values`).
+    """
+    text = decode(data, file) if isinstance(data, (bytes, bytearray)) else data
+    doc = loads(text, file)
+    check_values(doc, file)
+    return doc
+
+
+def read_json(path: str | os.PathLike[str], what: str = "file") -> Any:
+    """Read and parse the JSON file ``path`` (:func:`read_bytes`, :func:`parse_json`).
+
+    Raises
+    ------
+    InstanceError
+        Naming the file and, for a value, its JSON path.
+    """
+    return parse_json(read_bytes(path, what), str(path))
 
 
 def describe(value: Any, limit: int = 80) -> Any:

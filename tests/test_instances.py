@@ -43,7 +43,8 @@ def test_round_trip_and_defaults(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
-@pytest.mark.parametrize("name", ["tiny", "mixed", "infeasible"])
+@pytest.mark.parametrize("name", ["tiny", "mixed", "infeasible", "hetero-sia-12", "hetero-gavel-12",
+                                  "placement-fragmented-12"])
 def test_shipped_instances_load_and_round_trip(name, tmp_path):
     p = load_instance(f"instances/{name}.json")
     save_instance(p, tmp_path / "r.json")
@@ -113,3 +114,17 @@ def test_wrong_format_tag(tmp_path):
 def test_unknown_profile(tmp_path):
     e = bad(tmp_path, lambda d: d["jobs"].append({"id": "p", "profile": "nope/net"}))
     assert e.path == "jobs[2].profile" and e.found == "nope/net" and "known profile" in e.expected
+
+
+def test_shipped_format_2_instances_are_what_the_readme_says():
+    from elasticopt.models.problem import Pool
+
+    sia = load_instance("instances/hetero-sia-12.json").cluster
+    assert dict(sia.pools) == {"t4": Pool(6, 4), "a100": Pool(2, 8), "v100": Pool(3, 8)} and sia.gpus == 64
+    gavel = load_instance("instances/hetero-gavel-12.json").cluster
+    assert gavel.types == ("k80", "p100", "v100") and {p.gpus_per_node for p in gavel.pools.values()} == {4}
+    frag = load_instance("instances/placement-fragmented-12.json")
+    pool = frag.cluster.pools["a100"]
+    assert (pool.nodes, pool.gpus_per_node, pool.gpus) == (4, 8, 26) and pool.free is not None
+    assert any(len(ix) < 8 for ix in pool.free)  # fragmented: some node has GPUs taken
+    assert any(m.packed for j in frag.jobs for m in j.throughput.values())  # measured packed rows

@@ -1,13 +1,18 @@
-"""Mutation fuzzing of ``elasticopt solve``: seeded mutated instance files, outcome counts.
+"""Mutation fuzzing of ``elasticopt solve`` / ``simulate`` / ``launch``: seeded mutated files, outcome counts.
 
 Usage::
 
-    python validation/fuzz_cli.py                  # 500 files, seed 0, solver dp
+    python validation/fuzz_cli.py                  # 500 instance files, seed 0, solver dp
     python validation/fuzz_cli.py --files 2500 --seed 1 --show 3
+    python validation/fuzz_cli.py --command simulate --files 1000   # workloads: JSON, per-type JSON, CSV
+    python validation/fuzz_cli.py --command launch --files 1000     # jobs files (stopped after loading)
 
-Each file is a mutation of one of ``instances/*.json`` (structure and values:
-see :mod:`elasticopt.testing.fuzz`); ``elasticopt solve FILE --json`` runs in
-this process.  Printed: the count per outcome (clean error, solved,
+Each file is a mutation of one of ``instances/*.json`` (structure, values and
+bytes: see :mod:`elasticopt.testing.fuzz`); ``elasticopt solve FILE --json`` runs in
+this process, each run limited to 10 CPU seconds (past them: ``hang``).  With
+``--command simulate`` the files are small generated workloads, with
+``--command launch`` the example jobs file (run with an unknown solver, so a file
+that loads stops there instead of starting jobs).  Printed: the count per outcome (clean error, solved,
 infeasible, disagree, crash, error without file or path) and, with
 ``--show N``, the first N messages of every class that is not clean.
 ``--details PATH`` writes one JSON line per file, to compare two versions
@@ -27,13 +32,44 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from elasticopt.testing.fuzz import OUTCOMES, classify, mutate_text, run_solve
+from elasticopt.testing.fuzz import OUTCOMES, classify, classify_cli, mutate_bytes, mutate_csv, run_cli, run_solve
 
-BAD = ("crash", "error without file or path")
+BAD = ("crash", "error without file or path", "hang")
+ROOT = Path(__file__).resolve().parent.parent
+NO_SOLVER = "unknown solver 'no-such-solver'"
+
+
+def _sources(command: str, pattern: str, tmp: str) -> dict[str, str]:
+    if command == "solve":
+        return {s: Path(s).read_text(encoding="utf-8") for s in sorted(glob.glob(pattern))}
+    if command == "launch":
+        return {"jobs.json": (ROOT / "elasticopt/launcher/examples/jobs_cpu.json").read_text()}
+    out = {}
+    for name, extra in (("wl.json", ["--gpus", "16"]), ("wl.csv", ["--gpus", "16"]), ("wlh.json", ["--cluster", "sia-64"])):
+        path = Path(tmp) / f"source-{name}"
+        run_cli(["simulate", "--generate", str(path), "--jobs", "4", "--seed", "3", *extra], timeout_s=None)
+        out[name] = path.read_text()
+    return out
+
+
+def _run(command: str, src: str, path: str, solver: str, tmp: str):
+    """(run, outcome) of one mutated file."""
+    if command == "solve":
+        run = run_solve(path, "--solver", solver, timeout_s=10.0)
+        return run, classify(run, path)
+    if command == "launch":
+        run = run_cli(["launch", path, "--solver", "no-such-solver", "--cpu-slots", "1", "--out", tmp], timeout_s=10.0)
+        return run, classify_cli(run, path, (2,), accepted=NO_SOLVER)
+    cluster = ["--cluster", "sia-64"] if src == "wlh.json" else ["--gpus", "16"]
+    run = run_cli(["simulate", path, *cluster, "--quiet", "--policy", "elastic", "--solver", solver, "--horizon-s",
+                   "200000"], timeout_s=10.0)
+    return run, classify_cli(run, path, (0, 2))
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--command", choices=["solve", "simulate", "launch"], default="solve",
+                   help="the command whose input files are mutated (default solve)")
     p.add_argument("--files", type=int, default=500, help="mutated files to try (default 500)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--instances", default="instances/*.json", help="glob of the valid files to mutate")
@@ -44,22 +80,24 @@ def main(argv: list[str] | None = None) -> int:
                    help="also write one JSON line per file (index, source, outcome, exit code, message)")
     args = p.parse_args(argv)
 
-    sources = sorted(glob.glob(args.instances))
+    tmp_dir = tempfile.TemporaryDirectory(prefix="elasticopt-fuzz-")
+    tmp = tmp_dir.name
+    texts = _sources(args.command, args.instances, tmp)
+    sources = sorted(texts)
     if not sources:
         p.error(f"no instance files match {args.instances!r}")
-    texts = {s: Path(s).read_text(encoding="utf-8") for s in sources}
     rng = random.Random(args.seed)
     counts: Counter[str] = Counter()
     examples: dict[str, list[str]] = {}
     details = []
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="elasticopt-fuzz-") as tmp:
+    with tmp_dir:
         for i in range(args.files):
             src = rng.choice(sources)
-            path = str(Path(tmp) / f"m{i:05d}-{Path(src).stem}.json")
-            Path(path).write_text(mutate_text(texts[src], rng), encoding="utf-8")
-            run = run_solve(path, "--solver", args.solver)
-            outcome = classify(run, path)
+            path = str(Path(tmp) / f"m{i:05d}-{Path(src).name}")
+            mutate = mutate_csv if src.endswith(".csv") else mutate_bytes
+            Path(path).write_bytes(mutate(texts[src], rng))
+            run, outcome = _run(args.command, Path(src).name, path, args.solver, tmp)
             counts[outcome] += 1
             message = (run.exception or run.stderr.strip()).replace(path, "FILE")
             details.append({"index": i, "source": Path(src).name, "outcome": outcome, "code": run.code,
@@ -69,12 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     wall_s = time.perf_counter() - t0
     if args.details:
         Path(args.details).write_text("".join(json.dumps(d) + "\n" for d in details), encoding="utf-8")
-    result = {"files": args.files, "seed": args.seed, "solver": args.solver, "wall_s": round(wall_s, 1),
+    result = {"command": args.command, "files": args.files, "seed": args.seed, "solver": args.solver,
+              "wall_s": round(wall_s, 1),
               "counts": {k: counts[k] for k in OUTCOMES}}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"{args.files} mutated files (seed {args.seed}, solver {args.solver}, {wall_s:.0f} s):")
+        print(f"{args.command}: {args.files} mutated files (seed {args.seed}, solver {args.solver}, {wall_s:.0f} s):")
         for k in OUTCOMES:
             print(f"  {k:28s} {counts[k]:6d}")
         for k, msgs in examples.items():

@@ -3,7 +3,10 @@
 Each subcommand module exposes ``register(subparsers)`` (adds its parser and
 sets ``func``) and ``run(args) -> int``.  Errors derived from
 :class:`~elasticopt.errors.ElasticoptError` are printed without a traceback
-and exit with code 2.  ``-v``/``-q`` (repeatable) set the level of the
+and exit with code 2.  Any other exception is a bug of elasticopt (or memory
+ran out): it is printed as one line and exits with :data:`EXIT_INTERNAL` (4),
+never with a code a command gives a meaning to (0 done, 1 infeasible / a job
+failed, 2 bad input, 3 exact solvers disagree); ``-v`` adds the traceback.  ``-v``/``-q`` (repeatable) set the level of the
 ``elasticopt`` loggers (default WARNING), written to stderr.  A reader that
 closes the pipe early (``elasticopt solve --json | head``) ends the command
 quietly with exit code 141 (128 + SIGPIPE), as shell tools do.
@@ -20,7 +23,21 @@ from collections.abc import Sequence
 
 from elasticopt.errors import ElasticoptError
 
-__all__ = ["main", "build_parser", "configure_logging", "SUBCOMMANDS"]
+__all__ = ["main", "build_parser", "configure_logging", "SUBCOMMANDS", "EXIT_CODES", "EXIT_INTERNAL"]
+
+#: Exit code of an unexpected exception (a bug, or memory ran out).
+EXIT_INTERNAL = 4
+
+#: Every exit code the command line gives, and what it means.
+EXIT_CODES: dict[int, str] = {
+    0: "done (solved; every launched job completed)",
+    1: "infeasible / no solution (solve); some job failed (launch)",
+    2: "bad input or usage: the message names the file, JSON path, expected and found",
+    3: "proven optima of exact solvers disagree (solve --solver all)",
+    EXIT_INTERNAL: "internal error: an unexpected exception (a bug) or out of memory; -v prints the traceback",
+    130: "interrupted (Ctrl-C)",
+    141: "stdout closed by its reader (128 + SIGPIPE)",
+}
 
 #: Subcommand modules, in the order ``--help`` lists them.
 SUBCOMMANDS: tuple[str, ...] = ("solve", "generate", "export", "bench", "simulate", "launch", "serve")
@@ -96,11 +113,21 @@ def _stdout_closed() -> int:
     return 141
 
 
+def _raise_broken_pipe(console) -> None:
+    """For rich consoles: a closed stdout raises BrokenPipeError (rich's own handler exits 1, "infeasible")."""
+    console.quiet = True
+    raise BrokenPipeError
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``elasticopt`` console script; returns the exit code."""
+    from rich.console import Console
+
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.verbose, args.quiet)
+    saved = Console.on_broken_pipe
+    Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
     try:
         return int(args.func(args))
     except BrokenPipeError:
@@ -111,6 +138,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"elasticopt {args.command}: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        print(f"elasticopt {args.command}: internal error: out of memory (exit {EXIT_INTERNAL}); a size in the input "
+              "is larger than this machine can hold", file=sys.stderr)
+        return EXIT_INTERNAL
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, a code of its own, never 1 ("infeasible")
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+        text = " ".join(str(exc).split())[:300]
+        print(f"elasticopt {args.command}: internal error (a bug of elasticopt, exit {EXIT_INTERNAL}): "
+              f"{type(exc).__name__}: {text}; run with -v for the traceback and please report it", file=sys.stderr)
+        return EXIT_INTERNAL
+    finally:
+        Console.on_broken_pipe = saved  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":  # pragma: no cover

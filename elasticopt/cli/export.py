@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write the 0/1 MILP of an instance (one binary per job option, one choice row per job, "
         "a capacity row, integer utilities) for outside solvers. Needs pyomo (pip install 'elasticopt[pyomo]').",
     )
-    p.add_argument("file", help="instance file (format elasticopt-instance/1)")
+    p.add_argument("file", help="instance file (format elasticopt-instance/1 or /2)")
     p.add_argument("--format", choices=("lp", "mps"), default=None, help="file format (default: from the -o suffix, else lp)")
     p.add_argument("-o", "--output", required=True, help="file to write (written atomically)")
     p.add_argument("--no-reduce", action="store_true", help="export every option (skip the exact reductions)")

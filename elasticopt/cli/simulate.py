@@ -25,7 +25,7 @@ import csv
 import sys
 from pathlib import Path
 
-from elasticopt.errors import ValidationError
+from elasticopt.errors import InstanceError, ValidationError
 
 __all__ = ["register", "run"]
 
@@ -88,8 +88,10 @@ def register(subparsers) -> None:
 def _is_pollux(path: Path) -> bool:
     if path.suffix.lower() != ".csv":
         return False
-    with open(path, newline="") as fh:
-        header = next(csv.reader(fh), [])
+    from elasticopt.models.jsontext import read_csv  # the loader discipline of every input file
+
+    rows = read_csv(path, "workload file")
+    header = rows[0] if rows else []
     return {"application", "num_replicas", "batch_size"} <= {h.strip() for h in header}
 
 
@@ -246,7 +248,7 @@ def run(args) -> int:
     else:
         jobs = load_any(Path(args.workload))
     if not jobs:
-        raise ValidationError(str(args.workload), "at least one job", 0)
+        raise InstanceError(str(args.workload), "jobs", "at least one job", 0)
     seeds = _seeds(args)
     solver, solver_options = parse_solver_arg(args.solver)
     get_backend(solver).check_options(solver_options)  # a bad solver or option fails even for policies without one
@@ -267,7 +269,14 @@ def run(args) -> int:
             for name in names:
                 pol = get_policy(name, payback=cfg.payback, hysteresis=cfg.hysteresis, **options)
                 task = bar.add_task(f"{pol.name:>14} seed {seed}", total=len(jobs))
-                res = simulate(jobs, pol, cfg, progress=lambda done, total, t=task: bar.update(t, completed=done))
+                try:
+                    res = simulate(jobs, pol, cfg, progress=lambda done, total, t=task: bar.update(t, completed=done))
+                except InstanceError:
+                    raise
+                except ValidationError as exc:  # a value of the workload no decision can hold: name the file
+                    raise InstanceError(str(args.workload or f"--cluster {args.cluster}"), "jobs",
+                                        f"jobs whose values policy {pol.name!r} can decide on", str(exc),
+                                        "the job named comes from this workload") from None
                 runs.append((seed, res))
     console = Console()
     if not console.is_terminal:  # a pipe or file: never cut the policy names to "pol…"

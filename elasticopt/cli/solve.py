@@ -2,7 +2,7 @@
 
 Exit codes: 0 solved (OPTIMAL/FEASIBLE, or LIMIT with an allocation),
 1 infeasible or no solution, 2 bad input, 3 proven optima disagree
-(``--solver all``).
+(``--solver all``), 4 internal error (:data:`elasticopt.cli.EXIT_CODES`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ import time
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from elasticopt._io import atomic_write_text
 from elasticopt.errors import InstanceError, ValidationError
 from elasticopt.models import OptionTable, Problem, compile_problem, load_instance, reduce_table
-from elasticopt.models.table import job_values
+from elasticopt.models.instance import needs_format_2
 from elasticopt.solvers import Solution, Status, exact_solvers, get_backend, verify
 from elasticopt.solvers.api import solve
 from elasticopt.solvers.options import parse_solver_arg
@@ -36,10 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "solve",
         help="solve an instance file",
-        description="Solve an elasticopt-instance/1 JSON file: pick (GPUs, batch) or idle for every job. "
-        "Exit codes: 0 solved, 1 infeasible / no solution, 2 bad input, 3 exact solvers disagree.",
+        description="Solve an instance file (elasticopt-instance/1 or /2): pick (GPU type, GPUs, batch, nodes) or "
+        "idle for every job. Exit codes: 0 solved, 1 infeasible / no solution, 2 bad input, 3 exact solvers "
+        "disagree, 4 internal error.",
     )
-    p.add_argument("file", help="instance file (format elasticopt-instance/1, see docs/design.md §7)")
+    p.add_argument("file", help="instance file (format elasticopt-instance/1 or /2, see docs/design.md §7)")
     p.add_argument(
         "--solver",
         default="dp",
@@ -82,44 +84,95 @@ def agreement(solutions: list[Solution]) -> tuple[bool, str]:
 #: ~2 ms a row (66 s of a 100,000-job ``elasticopt solve``), plain text at a few microseconds.
 RICH_MAX_ROWS = 2000
 
-_ALLOC_COLUMNS = ("job", "state", "current", "GPUs", "batch", "samples/s", "value")
+#: Columns of the allocation table; "type" and "nodes" only for problems format 1 cannot say (GPU types,
+#: nodes with GPUs taken, node-aware throughputs: format 2).
+_ALLOC_COLUMNS = ("job", "state", "current", "type", "GPUs", "batch", "nodes", "samples/s", "value")
 
 
-def _allocation_rows(problem: Problem, sol: Solution) -> list[tuple[str, ...]]:
-    """One row of text cells per job, in the order of ``_ALLOC_COLUMNS``."""
+def _ranges(ix: Any) -> str:
+    """GPU indices as compact ranges: ``0-3,6``."""
+    runs: list[list[int]] = []
+    for i in sorted(ix):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in runs)
+
+
+def _nodes_cell(nodes: Any) -> str:
+    """A job's placement ``{node: GPU indices}`` as ``a100/0[0-7] a100/1[0-3]``."""
+    if not nodes:
+        return "-"
+    return " ".join(f"{n}[{_ranges(ix)}]" for n, ix in sorted(nodes.items()) if ix) or "-"
+
+
+def _option_index(table: OptionTable) -> dict[tuple[int, str, int, int, bool], int]:
+    """(job row, type name, k, b, packed) -> option column of ``table``."""
+    rows, cols = np.nonzero(table.valid)
+    types = table.types
+    return {
+        (int(j), types[int(t)], int(k), int(b), bool(p)): int(o)
+        for j, o, t, k, b, p in zip(rows, cols, table.gpu_type[rows, cols], table.gpus[rows, cols],
+                                    table.batch[rows, cols], table.packed[rows, cols])
+    }
+
+
+def _allocation_columns(problem: Problem, sol: Solution) -> tuple[str, ...]:
+    typed = needs_format_2(problem)
+    return tuple(c for c in _ALLOC_COLUMNS if typed or c not in ("type", "nodes"))
+
+
+def _allocation_rows(problem: Problem, sol: Solution, table: OptionTable) -> list[tuple[str, ...]]:
+    """One row of text cells per job, in the order of :func:`_allocation_columns`.
+
+    ``table`` is the problem's unreduced compiled table: samples/s and value are read from the option the
+    solution chose there (GPU type, k, b, packed), so every model (one pool, GPU types, nodes) prints alike.
+    """
+    cols = _allocation_columns(problem, sol)
+    index = _option_index(table)
+    default_type = problem.cluster.types[0]
     rows = []
-    G = problem.cluster.gpus
-    for job in problem.jobs:
+    for j, job in enumerate(problem.jobs):
         a = sol.allocation.get(job.id)
-        cur = f"{job.running.gpus}x{job.running.batch}" if job.running else "-"
-        state = "running" if job.running else "queued"
+        run = job.running
+        cur = "-"
+        if run is not None:
+            cur = f"{run.gpus}x{run.batch}" + (f" {run.gpu_type}" if run.gpu_type and "type" in cols else "")
+        cells = {"job": job.id, "state": "running" if run else "queued", "current": cur}
         if a is None:
-            rows.append((job.id, state, cur, "0", "-", "-", "0"))
-            continue
-        k, b = a
-        opts = job.options(gpus_cap=G)
-        vals = dict(((kk, bb), v) for (kk, bb, _), v in zip(opts, job_values(problem, job, opts)))
-        sps = job.throughput.samples_per_s(k, b) or 0.0
-        rows.append((job.id, state, cur, str(k), str(b), f"{sps:,.1f}", f"{vals.get((k, b), float('nan')):.4f}"))
+            cells.update({"type": "-", "GPUs": "0", "batch": "-", "nodes": "-", "samples/s": "-", "value": "0"})
+        else:
+            k, b = a
+            t = sol.gpu_types.get(job.id, default_type)
+            o = index.get((j, t, k, b, bool(sol.packed.get(job.id, False))))
+            sps = float(table.samples_per_s[j, o]) if o is not None else float("nan")
+            val = float(table.value[j, o]) if o is not None else float("nan")
+            packed = " packed" if sol.packed.get(job.id) else ""
+            cells.update({"type": t + packed, "GPUs": str(k), "batch": str(b),
+                          "nodes": _nodes_cell(sol.placement.get(job.id)), "samples/s": f"{sps:,.1f}",
+                          "value": f"{val:.4f}"})
+        rows.append(tuple(cells[c] for c in cols))
     return rows
 
 
-def _allocation_table(problem: Problem, sol: Solution) -> Table | str:
+def _allocation_table(problem: Problem, sol: Solution, table: OptionTable) -> Table | str:
     """The allocation as a rich table, or as plain aligned text beyond ``RICH_MAX_ROWS`` jobs."""
-    rows = _allocation_rows(problem, sol)
+    rows = _allocation_rows(problem, sol, table)
+    cols = _allocation_columns(problem, sol)
     title = f"allocation ({sol.solver})"
-    left = ("job", "state")
+    left = ("job", "state", "current", "type", "nodes")
     if len(rows) > RICH_MAX_ROWS:
-        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(_ALLOC_COLUMNS)]
+        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
 
         def line(cells: tuple[str, ...]) -> str:
             return "  ".join(c.ljust(w) if col in left else c.rjust(w)
-                             for c, w, col in zip(cells, widths, _ALLOC_COLUMNS)).rstrip()
+                             for c, w, col in zip(cells, widths, cols)).rstrip()
 
-        return "\n".join([title, line(_ALLOC_COLUMNS), *(line(r) for r in rows)])
+        return "\n".join([title, line(cols), *(line(r) for r in rows)])
     t = Table(title=title, show_lines=False)
-    for col in _ALLOC_COLUMNS:
-        t.add_column(col, justify="left" if col in left else "right")
+    for col in cols:
+        t.add_column(col, justify="left" if col in left else "right", overflow="fold")
     for r in rows:
         t.add_row(*r)
     return t
@@ -178,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
     log.info("%s: %d jobs, %d GPUs, objective %s", args.file, len(problem.jobs), problem.cluster.gpus,
              problem.objective)
     t0 = time.perf_counter()
-    table = _compile(problem, args.file)
+    table = full_table = _compile(problem, args.file)
     compile_s = time.perf_counter() - t0
     log.info("compiled: %d options of %d jobs in %.3f s", table.n_options, table.n_jobs, compile_s)
     t1 = time.perf_counter()
@@ -211,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         best = next((s for s in sols if s.status.has_allocation and s.objective is not None), None)
         if best is not None:
-            alloc = _allocation_table(problem, best)
+            alloc = _allocation_table(problem, best, full_table)
             if isinstance(alloc, str):  # a long table: plain text, written as is (no markup, no wrapping)
                 sys.stdout.write(alloc + "\n")
             else:

@@ -44,6 +44,10 @@ given once in ``defaults``):
 ``cwd``
     Working directory of the job (default: the launcher's).
 
+The file is read as every input file is (:mod:`elasticopt.models.jsontext`): UTF-8,
+nesting depth, integers within ±(2**53 - 1), finite numbers; every error names the
+file and the JSON path.
+
 The scheduling part of the file (everything but the launcher keys) is also
 written as a workload file, so ``elasticopt simulate`` can replay the same
 jobs in simulation.
@@ -52,12 +56,12 @@ jobs in simulation.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from elasticopt.errors import InstanceError
+from elasticopt.models.jsontext import read_json
 from elasticopt.scheduling.executor import JobSpec
 from elasticopt.scheduling.workload import job_from_dict
 
@@ -117,15 +121,12 @@ def load_jobs(path: str | os.PathLike[str]) -> list[JobSpec]:
     """
     p = Path(path)
     file = str(p)
-    if not p.is_file():
-        raise InstanceError(file, "(file)", "an existing jobs file", file)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InstanceError(file, "(root)", "valid JSON", f"line {exc.lineno}: {exc.msg}") from None
+    doc = read_json(p, "jobs file")  # the loader discipline of every input file (elasticopt.models.jsontext)
     if not isinstance(doc, dict) or doc.get("format") != JOBS_FORMAT:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-        raise InstanceError(file, "format", repr(JOBS_FORMAT), found)
+        hint = "an instance file: 'elasticopt solve FILE' reads it" if str(found).startswith("elasticopt-instance/") \
+            else None
+        raise InstanceError(file, "format", repr(JOBS_FORMAT), found, hint)
     defaults = doc.get("defaults", {})
     if not isinstance(defaults, dict) or set(defaults) - set(LAUNCHER_KEYS):
         raise InstanceError(file, "defaults", "an object with keys among " + ", ".join(LAUNCHER_KEYS), defaults)

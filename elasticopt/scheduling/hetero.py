@@ -18,14 +18,14 @@ submitted type (drawn in proportion to the types' GPUs) with a submitted
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 
-from elasticopt.errors import ValidationError
+from elasticopt.errors import InstanceError, ValidationError
 from elasticopt.models import Cluster
+from elasticopt.models.jsontext import describe, read_json
 from elasticopt.models.problem import Pool
 from elasticopt.scheduling.executor import JobSpec
 from elasticopt.scheduling.workload_generator import philly_shapes
@@ -45,18 +45,30 @@ def _spec_pools(text: str) -> dict[str, Pool]:
 
 
 def _file_pools(path: Path) -> dict[str, Pool]:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValidationError(f"{path}", "a readable JSON file", type(exc).__name__, hint=str(exc)) from None
+    file = str(path)
+    doc = read_json(path, "pools file")  # the loader discipline of every input file (elasticopt.models.jsontext)
     pools_doc = doc.get("pools") if isinstance(doc, dict) else None
     if not isinstance(pools_doc, dict) or not pools_doc:
-        raise ValidationError(f"{path}: pools", '{"pools": {TYPE: {"nodes": N, "gpus_per_node": G}, ...}}', doc)
+        raise InstanceError(file, "pools", '{"pools": {TYPE: {"nodes": N, "gpus_per_node": G}, ...}}', describe(doc))
     pools = {}
     for t, p in pools_doc.items():
-        if not isinstance(p, dict) or not all(isinstance(p.get(f), int) and p.get(f) > 0 for f in ("nodes", "gpus_per_node")):
-            raise ValidationError(f"{path}: pools.{t}", '{"nodes": N >= 1, "gpus_per_node": G >= 1}', p)
-        pools[t] = Pool(p["nodes"], p["gpus_per_node"])
+        where = f"pools.{t}"
+        if not t:
+            raise InstanceError(file, where, "a GPU type name (a non-empty string)", t)
+        if not isinstance(p, dict):
+            raise InstanceError(file, where, '{"nodes": N >= 1, "gpus_per_node": G >= 1}', describe(p))
+        extra = sorted(set(p) - {"nodes", "gpus_per_node"})
+        if extra:
+            raise InstanceError(file, f"{where}.{extra[0]}", "no such field (allowed: gpus_per_node, nodes)", extra[0])
+        for f in ("nodes", "gpus_per_node"):
+            v = p.get(f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InstanceError(file, f"{where}.{f}", "an integer >= 1", describe(v))
+        try:
+            pools[t] = Pool(p["nodes"], p["gpus_per_node"])
+        except ValidationError as exc:  # a size over a named limit (elasticopt.models.cluster)
+            raise InstanceError(file, f"{where}.{exc.path.rpartition('.')[2]}", exc.expected, exc.found,
+                                exc.hint) from None
     return pools
 
 

@@ -17,11 +17,12 @@ examples train on, approximate where noted — override them with
 
 from __future__ import annotations
 
-import csv
+import math
 import os
 from collections.abc import Mapping
 
 from elasticopt.errors import InstanceError
+from elasticopt.models.jsontext import MAX_EXACT_INT, read_csv
 from elasticopt.scheduling.executor import JobSpec
 from elasticopt.scheduling.state import option_error
 
@@ -76,38 +77,45 @@ def import_pollux(
     file = str(path)
     per_app = dict(POLLUX_JOB_SAMPLES, **(samples or {}))
     jobs: list[JobSpec] = []
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        need = {"name", "time", "application", "num_replicas", "batch_size"}
-        if not need <= set(reader.fieldnames or ()):
-            raise InstanceError(file, "header", "columns " + ",".join(sorted(need)), reader.fieldnames)
-        for i, row in enumerate(reader):
-            where = f"row {i + 2}"
-            app = row["application"].strip()
-            if app not in per_app:
-                raise InstanceError(file, f"{where}.application", "one of " + ", ".join(sorted(per_app)), app)
-            try:
-                t, k, b = float(row["time"]), int(row["num_replicas"]), int(row["batch_size"])
-            except ValueError:
-                raise InstanceError(file, where, "numeric time, num_replicas, batch_size", dict(row)) from None
-            model = get_profile(profile_prefix + app)
-            spec = JobSpec(
-                id=row["name"].strip() or f"job-{i}",
-                throughput=model,
-                batch_min=model.batch_min,
-                batch_max=model.batch_max,
-                max_local=model.max_local,
-                total_samples=float(per_app[app]),
-                submitted_gpus=max(k, 1),
-                submitted_batch=b,
-                arrival_s=max(t, 0.0),
-            )
-            if option_error(spec, spec.submitted_gpus, b) is not None:
-                opt = _nearest_feasible(spec, spec.submitted_gpus, b)
-                if opt is None:
-                    raise InstanceError(file, where, f"a feasible option for {model.name}", (k, b))
-                if warnings is not None:
-                    warnings.append(f"{file}:{where}: job {spec.id} ({k}, {b}) -> {opt}")
-                spec = JobSpec(**{**spec.__dict__, "submitted_gpus": opt[0], "submitted_batch": opt[1]})
-            jobs.append(spec)
+    records = read_csv(path, "Pollux workload CSV")  # the loader discipline of every input file
+    header = [h.strip() for h in records[0]] if records else []
+    need = {"name", "time", "application", "num_replicas", "batch_size"}
+    if not need <= set(header):
+        raise InstanceError(file, "header", "columns " + ",".join(sorted(need)), header or "an empty file")
+    for i, cells in enumerate(records[1:]):
+        where = f"row {i + 2}"
+        row = dict(zip(header, (c.strip() for c in cells)))
+        if len(cells) < len(header):
+            raise InstanceError(file, where, f"{len(header)} cells (the header's)", len(cells))
+        app = row["application"]
+        if app not in per_app:
+            raise InstanceError(file, f"{where}.application", "one of " + ", ".join(sorted(per_app)), app)
+        try:
+            t, k, b = float(row["time"]), int(row["num_replicas"]), int(row["batch_size"])
+        except ValueError:
+            raise InstanceError(file, where, "numeric time, num_replicas, batch_size", dict(row)) from None
+        if not (math.isfinite(t) and t >= 0):
+            raise InstanceError(file, f"{where}.time", "a finite number >= 0", row["time"])
+        if not (0 <= k <= MAX_EXACT_INT and 1 <= b <= MAX_EXACT_INT):
+            raise InstanceError(file, where, "num_replicas in 0..2**53 - 1 and batch_size in 1..2**53 - 1", (k, b))
+        model = get_profile(profile_prefix + app)
+        spec = JobSpec(
+            id=row["name"] or f"job-{i}",
+            throughput=model,
+            batch_min=model.batch_min,
+            batch_max=model.batch_max,
+            max_local=model.max_local,
+            total_samples=float(per_app[app]),
+            submitted_gpus=max(k, 1),
+            submitted_batch=b,
+            arrival_s=max(t, 0.0),
+        )
+        if option_error(spec, spec.submitted_gpus, b) is not None:
+            opt = _nearest_feasible(spec, spec.submitted_gpus, b)
+            if opt is None:
+                raise InstanceError(file, where, f"a feasible option for {model.name}", (k, b))
+            if warnings is not None:
+                warnings.append(f"{file}:{where}: job {spec.id} ({k}, {b}) -> {opt}")
+            spec = JobSpec(**{**spec.__dict__, "submitted_gpus": opt[0], "submitted_batch": opt[1]})
+        jobs.append(spec)
     return jobs

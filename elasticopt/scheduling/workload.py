@@ -35,7 +35,11 @@ default the first of ``profiles``); the batch range defaults to what every
 named profile accepts.
 
 Every error names the file, the row or JSON path, what was expected and what
-was found.  A job's submitted (k, b) must be a feasible option of the job.
+was found; the file is read as every input file is (:mod:`elasticopt.models.jsontext`:
+UTF-8, nesting depth, integers within ±(2**53 - 1), finite numbers; CSV read strictly,
+header columns checked).  A job's submitted (k, b) must be a feasible option of the
+job; its ``duration_s`` must give a finite number of samples; ``weight`` is at most
+:data:`MAX_WEIGHT`.
 """
 
 from __future__ import annotations
@@ -53,10 +57,11 @@ from typing import Any
 from elasticopt._io import atomic_write_text
 from elasticopt.errors import InstanceError, ValidationError
 from elasticopt.models import MeasuredThroughput
+from elasticopt.models.jsontext import describe, read_csv, read_json
 from elasticopt.scheduling.executor import JobSpec
 from elasticopt.scheduling.state import option_error
 
-__all__ = ["WORKLOAD_FORMAT", "COLUMNS", "load_workload", "save_workload", "job_from_dict", "job_to_dict"]
+__all__ = ["WORKLOAD_FORMAT", "COLUMNS", "MAX_WEIGHT", "load_workload", "save_workload", "job_from_dict", "job_to_dict"]
 
 WORKLOAD_FORMAT = "elasticopt-workload/1"
 COLUMNS = (
@@ -65,6 +70,9 @@ COLUMNS = (
 )
 _INT_KEYS = {"batch_min", "batch_max", "max_local", "submitted_gpus", "submitted_batch", "gpus_min", "gpus_max"}
 _FLOAT_KEYS = {"arrival_s", "total_samples", "duration_s", "weight", "restart_cost_s"}
+#: Largest objective weight a workload job may have: a policy's objective sums weight x value over the jobs in
+#: exact integers (docs/design.md §2), which much larger weights would overflow in the middle of a simulation.
+MAX_WEIGHT = 1e6
 #: Keys of heterogeneous jobs, JSON only.
 TYPED_KEYS = ("profiles", "types", "submitted_type")
 
@@ -142,6 +150,8 @@ def job_from_dict(d: Mapping[str, Any], file: str = "<memory>", path: str = "job
             if k not in defaults:
                 raise InstanceError(file, f"{path}.{k}", "an integer (the throughput model has no default)", None)
             v[k] = defaults[k]
+    if v["weight"] is not None and not 0 < v["weight"] <= MAX_WEIGHT:
+        raise InstanceError(file, f"{path}.weight", f"a number > 0 and <= {MAX_WEIGHT:g} (MAX_WEIGHT)", d.get("weight"))
     if v["arrival_s"] is None or v["arrival_s"] < 0:
         raise InstanceError(file, f"{path}.arrival_s", "a number >= 0", d.get("arrival_s"))
     k_sub = v["submitted_gpus"] if v["submitted_gpus"] is not None else 1
@@ -162,12 +172,18 @@ def job_from_dict(d: Mapping[str, Any], file: str = "<memory>", path: str = "job
         raise InstanceError(file, f"{path}.submitted_batch", "a feasible submitted (gpus, batch)",
                             (k_sub, b_sub), hint=why)
     total = v["total_samples"]
+    key = "total_samples"
     if total is None:
         if v["duration_s"] is None:
             raise InstanceError(file, f"{path}.total_samples", "total_samples or duration_s", None)
-        total = v["duration_s"] * model.samples_per_s(k_sub, b_sub)
-    if not total > 0:
-        raise InstanceError(file, f"{path}.total_samples", "a number > 0", total)
+        key = "duration_s"
+        sps = model.samples_per_s(k_sub, b_sub)
+        total = v["duration_s"] * sps
+        if not (math.isfinite(total) and total > 0):
+            raise InstanceError(file, f"{path}.duration_s", "a duration > 0 whose samples (duration_s x samples/s "
+                                f"{sps:.6g} at the submitted ({k_sub}, {b_sub})) are a finite number", d.get(key))
+    if not (math.isfinite(total) and total > 0):
+        raise InstanceError(file, f"{path}.{key}", "a finite number > 0", d.get(key, total))
     return dataclasses.replace(spec, total_samples=float(total))
 
 
@@ -209,13 +225,24 @@ def _typed(d: Mapping[str, Any], file: str, path: str) -> dict[str, Any]:
         except ValidationError as exc:
             raise InstanceError(file, f"{path}.profiles.{t}", exc.expected, name) from None
     types = d.get("types")
-    if types is not None and (not isinstance(types, list) or not types or any(t not in models for t in types)):
+    if types is not None and (not isinstance(types, list) or not types
+                              or any(not isinstance(t, str) or t not in models for t in types)):
         raise InstanceError(file, f"{path}.types", "a list of types named in 'profiles'", types)
     sub = d.get("submitted_type") or next(t for t in models if types is None or t in types)
-    if sub not in models or (types is not None and sub not in types):
+    if not isinstance(sub, str) or sub not in models or (types is not None and sub not in types):
         raise InstanceError(file, f"{path}.submitted_type", "a type of 'profiles' the job may use", sub)
     out.update(profiles=models, types=None if types is None else tuple(types), submitted_type=sub)
     return out
+
+
+def _other_format_hint(found: Any) -> str | None:
+    """How to read a file of another elasticopt format handed to ``simulate``."""
+    text = str(found)
+    if text.startswith("elasticopt-instance/"):
+        return "an instance file: 'elasticopt solve FILE' reads it"
+    if text.startswith("elasticopt-jobs/"):
+        return "a launch jobs file: 'elasticopt launch FILE' runs it; its run directory's workload.json simulates it"
+    return None
 
 
 def load_workload(path: str | os.PathLike[str]) -> list[JobSpec]:
@@ -228,33 +255,39 @@ def load_workload(path: str | os.PathLike[str]) -> list[JobSpec]:
     """
     p = Path(path)
     file = str(p)
-    if not p.is_file():
-        raise InstanceError(file, "(file)", "an existing workload file", file)
-    text = p.read_text(encoding="utf-8")
-    if p.suffix.lower() == ".json":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InstanceError(file, "(root)", "valid JSON", f"line {exc.lineno}: {exc.msg}") from None
+    suffix = p.suffix.lower()
+    if suffix not in (".json", ".csv"):
+        raise InstanceError(file, "(file)", "a .csv or .json workload", p.suffix or "no suffix")
+    if suffix == ".json":
+        doc = read_json(p, "workload file")  # the loader discipline of every input file (elasticopt.models.jsontext)
         if not isinstance(doc, dict) or doc.get("format") != WORKLOAD_FORMAT:
-            found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-            raise InstanceError(file, "format", repr(WORKLOAD_FORMAT), found)
+            found = doc.get("format") if isinstance(doc, dict) else describe(doc)
+            raise InstanceError(file, "format", repr(WORKLOAD_FORMAT), describe(found), _other_format_hint(found))
         entries = doc.get("jobs")
         if not isinstance(entries, list):
-            raise InstanceError(file, "jobs", "a list", type(entries).__name__)
+            raise InstanceError(file, "jobs", "a list", describe(entries))
         jobs = [job_from_dict(e, file, f"jobs[{i}]") for i, e in enumerate(entries)]
-    elif p.suffix.lower() == ".csv":
-        reader = csv.DictReader(io.StringIO(text))
-        missing = {"id", "arrival_s"} - set(reader.fieldnames or ())
-        if missing:
-            raise InstanceError(file, "header", "columns " + ", ".join(COLUMNS), reader.fieldnames)
-        jobs = [job_from_dict(row, file, f"row {i + 2}") for i, row in enumerate(reader)]
     else:
-        raise InstanceError(file, "(file)", "a .csv or .json workload", p.suffix)
+        rows = read_csv(p, "workload file")
+        missing = {"id", "arrival_s"} - set(rows[0] if rows else ())
+        if missing:
+            raise InstanceError(file, "header", "columns " + ", ".join(COLUMNS), rows[0] if rows else "an empty file")
+        header = rows[0]
+        known = set(COLUMNS)
+        for c, name in enumerate(header):
+            if name not in known:
+                raise InstanceError(file, "header", "column names among " + ", ".join(COLUMNS), name,
+                                    f"column {c + 1}; no spaces around names")
+        jobs = []
+        for i, cells in enumerate(rows[1:]):
+            if len(cells) > len(header):
+                raise InstanceError(file, f"row {i + 2}", f"at most {len(header)} cells (the header's)", len(cells))
+            jobs.append(job_from_dict(dict(zip(header, cells)), file, f"row {i + 2}"))
     seen: set[str] = set()
     for i, j in enumerate(jobs):
         if j.id in seen:
-            raise InstanceError(file, f"jobs[{i}].id", "a unique id", j.id)
+            where = f"jobs[{i}]" if suffix == ".json" else f"row {i + 2}"
+            raise InstanceError(file, f"{where}.id", "a unique id", j.id)
         seen.add(j.id)
     return jobs
 

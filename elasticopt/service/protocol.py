@@ -109,34 +109,33 @@ def request_validator() -> Callable[[Any], Any]:
     return fastjsonschema.compile(load_schema("request-1"))
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def parse_request(data: bytes | str) -> Any:
-    """Parse one request's JSON text (NaN and Infinity are refused).
+    """Parse one request's JSON text with the loader discipline of every input (:mod:`elasticopt.models.jsontext`).
+
+    Non-UTF-8 bytes, invalid JSON and nesting too deep to parse are ``invalid_json``; nesting
+    deeper than ``MAX_DEPTH``, NaN / Infinity and integers beyond ±(2**53 - 1) are
+    ``invalid_request`` at their JSON path.
 
     Raises
     ------
     ServiceError
-        ``invalid_json`` with the position of the first error.
+        ``invalid_json`` (with the position of the first error) or ``invalid_request``.
     """
+    from elasticopt.errors import InstanceError
+    from elasticopt.models.jsontext import check_values, decode, loads
+
     try:
-        return json.loads(data, parse_constant=_reject_constant)
-    except UnicodeDecodeError as exc:
-        raise ServiceError("invalid_json", f"request is not UTF-8: {exc.reason}", "(root)", "UTF-8 JSON text", "bytes") from None
-    except json.JSONDecodeError as exc:
-        raise ServiceError(
-            "invalid_json",
-            f"request is not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})",
-            "(root)",
-            "one JSON object",
-            _short(exc.doc[max(0, exc.pos - 20) : exc.pos + 20]),
-        ) from None
-    except ValueError as exc:
-        raise ServiceError("invalid_json", f"request is not valid JSON: {exc}", "(root)", "finite numbers", str(exc)) from None
-    except RecursionError:
-        raise ServiceError("invalid_json", "request nests too deeply", "(root)", "a request object", "deep nesting") from None
+        text = decode(data, "request") if isinstance(data, (bytes, bytearray)) else data
+        doc = loads(text, "request")
+    except InstanceError as exc:
+        raise ServiceError("invalid_json", f"request is not valid JSON: {exc.expected}, found {exc.found}", "(root)",
+                           exc.expected, exc.found) from None
+    try:
+        check_values(doc, "request")
+    except InstanceError as exc:
+        raise ServiceError("invalid_request", f"request: {exc.path}: expected {exc.expected}", exc.path, exc.expected,
+                           exc.found) from None
+    return doc
 
 
 def _expected(rule: str, definition: Any) -> str:

@@ -1,4 +1,4 @@
-"""Mutation fuzzing of instance files and of ``elasticopt solve`` (in-process).
+"""Mutation fuzzing of the files users hand in, and of ``elasticopt solve`` / ``simulate`` / ``launch`` (in-process).
 
 :func:`mutate_text` turns a valid instance document into the text of a broken
 (or sometimes still valid) one, changing its structure and its values:
@@ -15,6 +15,13 @@ outcome: ``solved`` (exit 0), ``infeasible`` (exit 1), ``disagree`` (exit 3),
 ``error without file or path`` (exit 2 otherwise) and ``crash`` (an exception
 escaped, a traceback was printed, or another exit code).
 
+The same for every file a user hands in (docs/design.md §7, one loader
+discipline): :func:`mutate_bytes` adds byte-level damage (non-UTF-8 bytes, a
+NUL, a BOM) to any JSON file (jobs files, workloads, pools files),
+:func:`mutate_csv` mutates a CSV workload (cells, rows, header), and
+:func:`run_cli` runs any ``elasticopt`` command in this process under a wall
+clock limit (a run past it is a ``hang``), classified by :func:`classify_cli`.
+
 ``validation/fuzz_cli.py`` runs a seeded batch and prints the counts.
 """
 
@@ -26,10 +33,13 @@ import io
 import json
 import random
 import re
+import signal
+import threading
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MUTATIONS", "mutate_text", "run_solve", "SolveRun", "classify", "names_file_and_path", "OUTCOMES"]
+__all__ = ["MUTATIONS", "mutate_text", "mutate_bytes", "mutate_csv", "run_solve", "run_cli", "SolveRun", "classify",
+           "classify_cli", "names_file_and_path", "OUTCOMES"]
 
 #: The outcome classes of :func:`classify`, in report order.
 OUTCOMES: tuple[str, ...] = (
@@ -39,6 +49,7 @@ OUTCOMES: tuple[str, ...] = (
     "disagree",
     "crash",
     "error without file or path",
+    "hang",
 )
 
 #: Depth of the deeply nested values (deeper than Python's recursion limit).
@@ -172,13 +183,15 @@ def _deep(doc: Any, rng: random.Random) -> Any:
 
 
 def _top_level(doc: Any, rng: random.Random) -> Any:
-    return rng.choice([[doc], doc.get("jobs", []) if isinstance(doc, dict) else [], 42, "instance", None])
+    jobs = doc.get("jobs", []) if isinstance(doc, dict) else []
+    return rng.choice([[doc], jobs if isinstance(jobs, list) else [], 42, "instance", None])
 
 
 def _priority(doc: Any, rng: random.Random) -> Any:
     if not isinstance(doc, dict):
         return doc
-    ids = [j.get("id") for j in doc.get("jobs", []) if isinstance(j, dict)] or ["a"]
+    jobs = doc.get("jobs")
+    ids = [j.get("id") for j in (jobs if isinstance(jobs, list) else []) if isinstance(j, dict)] or ["a"]
     doc["priority"] = [rng.choice(ids) for _ in range(rng.choice([3, 50, 2000]))]
     return doc
 
@@ -240,6 +253,84 @@ def mutate_text(text: str, rng: random.Random, rounds: int | None = None) -> str
     return out
 
 
+def mutate_bytes(text: str, rng: random.Random) -> bytes:
+    """A mutated copy of any JSON file ``text`` (:func:`mutate_text`), sometimes with byte-level damage.
+
+    Damage (about one file in six): a byte that is not UTF-8, a NUL, a UTF-8 BOM in front, or
+    the text in UTF-16.
+    """
+    raw = mutate_text(text, rng).encode("utf-8")
+    r = rng.random()
+    if r < 0.05 and raw:
+        i = rng.randrange(len(raw))
+        raw = raw[:i] + rng.choice([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80"]) + raw[i:]
+    elif r < 0.08:
+        i = rng.randrange(len(raw) + 1)
+        raw = raw[:i] + b"\x00" + raw[i:]
+    elif r < 0.11:
+        raw = b"\xef\xbb\xbf" + raw
+    elif r < 0.13:
+        raw = raw.decode("utf-8", "replace").encode("utf-16")
+    return raw
+
+
+#: Edge-case cells of a CSV workload.
+CSV_CELLS: tuple[str, ...] = (
+    "", "-1", "0", "0.5", "1e308", "1e999", "nan", "inf", "-inf", "NaN", "1" + "0" * 5000, "9" * 30, "x",
+    "t4/imagenet", "no/such-profile", "1e-300", "2e18", '"', "a" * 200_000,
+)
+
+
+def mutate_csv(text: str, rng: random.Random) -> bytes:
+    """A mutated copy of the CSV workload ``text``: cells, rows and header changed, bytes damaged.
+
+    Parameters
+    ----------
+    text
+        A valid CSV file (header first).
+    rng
+        The source of randomness.
+    """
+    rows = [line.split(",") for line in text.splitlines()]
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        op = rng.randrange(7)
+        if op <= 2 and len(rows) > 1:  # a cell of a data row
+            r = rng.randrange(1, len(rows))
+            if rows[r]:
+                rows[r][rng.randrange(len(rows[r]))] = rng.choice(CSV_CELLS)
+        elif op == 3 and len(rows) > 1:  # a row duplicated, dropped, cut or grown
+            r = rng.randrange(1, len(rows))
+            what = rng.randrange(4)
+            if what == 0:
+                rows.append(list(rows[r]))
+            elif what == 1:
+                del rows[r]
+            elif what == 2:
+                rows[r] = rows[r][: rng.randrange(len(rows[r]) + 1)]
+            else:
+                rows[r] = rows[r] + ["1", "extra"]
+        elif op == 4 and rows:  # a header column renamed or dropped
+            c = rng.randrange(len(rows[0]))
+            if rng.random() < 0.5:
+                rows[0][c] = rng.choice(["", "id", "extra", "total_samples", " arrival_s"])
+            else:
+                del rows[0][c]
+        elif op == 5:  # many rows
+            if len(rows) > 1:
+                rows += [list(rows[1]) for _ in range(rng.choice([10, 200]))]
+        else:  # only the header, or nothing
+            rows = rows[:1] if rng.random() < 0.7 else []
+    out = "\n".join(",".join(r) for r in rows) + ("\n" if rows else "")
+    raw = out.encode("utf-8")
+    r = rng.random()
+    if r < 0.06 and raw:
+        i = rng.randrange(len(raw))
+        raw = raw[:i] + rng.choice([b"\xff", b"\x00", b"\r", b'"']) + raw[i:]
+    elif r < 0.08:
+        raw = b"\xef\xbb\xbf" + raw
+    return raw
+
+
 @dataclass(frozen=True)
 class SolveRun:
     """What one in-process ``elasticopt solve`` did."""
@@ -250,25 +341,58 @@ class SolveRun:
     exception: str = ""  # "Type: message" of an escaped exception
 
 
-def run_solve(path: str, *extra: str) -> SolveRun:
-    """``elasticopt solve PATH --json *extra`` in this process, output captured."""
+class _Hang(BaseException):
+    """Raised in the main thread when a run passes its wall clock limit (not an Exception: the CLI lets it by)."""
+
+
+def run_cli(argv: list[str], timeout_s: float | None = 10.0, clock: str = "cpu") -> SolveRun:
+    """``elasticopt *argv`` in this process, output captured, stopped after ``timeout_s`` seconds.
+
+    A run past ``timeout_s`` ends with ``code`` None and ``exception`` ``"hang: ..."``.  ``clock``
+    ``"cpu"`` (default) counts the process's CPU seconds (``ITIMER_PROF``), so a loaded machine does
+    not make a slow run look hung; ``"wall"`` counts wall seconds (``ITIMER_REAL``).  Main thread
+    only; elsewhere the run is not limited.
+    """
     from elasticopt.cli import main
 
     out, err = io.StringIO(), io.StringIO()
+    timed = timeout_s is not None and threading.current_thread() is threading.main_thread()
+
+    def _alarm(_sig: int, _frame: Any) -> None:
+        raise _Hang(f"no exit after {timeout_s} s ({clock} time)")
+
+    sig, timer = (signal.SIGPROF, signal.ITIMER_PROF) if clock == "cpu" else (signal.SIGALRM, signal.ITIMER_REAL)
+    old = signal.signal(sig, _alarm) if timed else None
     try:
+        if timed:
+            signal.setitimer(timer, float(timeout_s))  # type: ignore[arg-type]
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code: int | None = main(["solve", path, "--json", *extra])
+            code: int | None = main(list(argv))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
+    except _Hang as exc:
+        return SolveRun(None, out.getvalue(), err.getvalue(), f"hang: {exc}")
     except BaseException as exc:  # noqa: BLE001 - that is what is being looked for
         if isinstance(exc, KeyboardInterrupt):
             raise
         return SolveRun(None, out.getvalue(), err.getvalue(), f"{type(exc).__name__}: {str(exc)[:300]}")
+    finally:
+        if timed:
+            signal.setitimer(timer, 0)
+            signal.signal(sig, old)
     return SolveRun(code, out.getvalue(), err.getvalue())
 
 
-#: A JSON path as the messages write it: ``(root)``, ``cluster.gpus``, ``jobs[3].batch.max_local``.
-JSON_PATH = r"(?:\(root\)|[A-Za-z_]\w*(?:\[\d+\])*(?:\.[A-Za-z_]\w*(?:\[\d+\])*)*)"
+def run_solve(path: str, *extra: str, timeout_s: float | None = None) -> SolveRun:
+    """``elasticopt solve PATH --json *extra`` in this process, output captured (see :func:`run_cli`)."""
+    return run_cli(["solve", path, "--json", *extra], timeout_s=timeout_s)
+
+
+#: A JSON path as the messages write it: ``(root)``, ``(file)``, ``cluster.gpus``, ``jobs[3].batch.max_local``,
+#: ``[0].jobs`` (a document that is a list),
+#: or a place in a CSV file: ``row 3.duration_s``, ``line 7``.
+JSON_PATH = (r"(?:\((?:root|file)\)|(?:row|line) \d+(?:\.\w+)?|"
+             r"(?:[A-Za-z_][\w-]*|\[\d+\])(?:\[\d+\])*(?:\.[\w-]+(?:\[\d+\])*)*)")
 
 
 def names_file_and_path(message: str, path: str) -> bool:
@@ -278,8 +402,36 @@ def names_file_and_path(message: str, path: str) -> bool:
 
 def classify(run: SolveRun, path: str) -> str:
     """The outcome class of ``run`` (one of :data:`OUTCOMES`)."""
-    if run.code is None or run.code not in (0, 1, 2, 3) or "Traceback" in run.stderr:
+    if run.exception.startswith("hang"):
+        return "hang"
+    if run.code is None or run.code not in (0, 1, 2, 3) or "Traceback" in run.stderr + run.stdout:
         return "crash"
     if run.code == 2:
         return "clean error" if names_file_and_path(run.stderr, path) else "error without file or path"
     return {0: "solved", 1: "infeasible", 3: "disagree"}[run.code]
+
+
+def classify_cli(run: SolveRun, path: str, codes: tuple[int, ...] = (0, 1, 2, 3), accepted: str | None = None) -> str:
+    """The outcome class of any command's ``run`` (one of :data:`OUTCOMES`).
+
+    Parameters
+    ----------
+    run
+        What :func:`run_cli` returned.
+    path
+        The file the command read.
+    codes
+        The exit codes the command documents; any other is a crash.
+    accepted
+        A regular expression: an exit-2 message matching it counts as ``solved`` (the file was
+        read; e.g. the unknown-solver error a fuzz run uses to stop ``launch`` after loading).
+    """
+    if run.exception.startswith("hang"):
+        return "hang"
+    if run.code is None or run.code not in codes or "Traceback" in run.stderr + run.stdout:
+        return "crash"
+    if run.code == 2:
+        if accepted is not None and re.search(accepted, run.stderr):
+            return "solved"
+        return "clean error" if names_file_and_path(run.stderr, path) else "error without file or path"
+    return {0: "solved", 1: "infeasible", 3: "disagree"}.get(run.code, "solved")
