@@ -64,7 +64,7 @@ def count_solves(n_instances: int, n_solvers: int, repeats: int, warmup: bool = 
 
 def _versions() -> dict[str, str]:
     out = {}
-    for dist in ("elasticopt", "numpy", "scipy", "jax", "jaxlib", "ortools", "highspy", "pyomo"):
+    for dist in ("elasticopt", "numpy", "scipy", "jax", "jaxlib", "ortools", "highspy", "pyomo", "pyscipopt"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
