@@ -57,7 +57,8 @@ def markdown_report(result: BenchResult, *, command: str, shift_s: float = DEFAU
     suite
         The :class:`~elasticopt.benchmarking.suites.Suite` run, if any.
     not_run
-        Instance names of the suite left out of this run (a subset), listed.
+        Instance names left out of this run, listed; with ``suite``, every instance of the suite that is not
+        in ``result`` is listed as well (a subset, or an interrupted run).
     files_dir, page_path
         Where the result files are and where the page goes: the plot is linked relative to the page.
     """
@@ -159,6 +160,9 @@ def markdown_report(result: BenchResult, *, command: str, shift_s: float = DEFAU
                      + " | ".join(cells) + " |")
     if result.disagreements:
         lines += ["", "## Disagreements", ""] + [f"- {d}" for d in result.disagreements]
+    if suite is not None:
+        ran = {r.name for r in result.instances}
+        not_run = list(dict.fromkeys(list(not_run) + [i.name for i in suite.instances() if i.name not in ran]))
     if not_run:
         lines += ["", "## Not run", "", f"{len(not_run)} instance(s) of the suite are not in this run:", "",
                   ", ".join(f"`{n}`" for n in not_run)]
