@@ -15,6 +15,7 @@ __all__ = [
     "InstanceError",
     "SolverError",
     "SolverOptionError",
+    "ModelTooLargeError",
     "UnknownSolverError",
     "SolverUnavailableError",
     "LauncherError",
@@ -108,6 +109,14 @@ class InstanceError(ValidationError):
 
 class SolverError(ElasticoptError):
     """A solver backend failed or was asked for something it cannot do."""
+
+
+class ModelTooLargeError(SolverError):
+    """A backend's model of the option table would pass its size limit (memory), so it is not built.
+
+    :meth:`elasticopt.solvers.Backend.solve` answers it as ``Status.LIMIT``
+    with this message, as a solver's own memory limit is.
+    """
 
 
 class SolverOptionError(SolverError, ValueError):

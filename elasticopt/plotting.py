@@ -4,7 +4,7 @@ Every figure is written atomically in each requested format (PNG for a
 quick look, PDF and SVG for papers), by :func:`save_figure`.  Plots of
 simulations (:func:`plot_jct_cdf`, :func:`plot_allocation_timeline`), of
 policy comparisons (:func:`plot_metric_by_load`) and of solver benchmarks
-(:func:`plot_solver_times`) live here; callers pass plain rows or results.
+(:func:`plot_solver_times`, :func:`plot_performance_profile`) live here; callers pass plain rows or results.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ __all__ = [
     "plot_allocation_timeline",
     "plot_metric_by_load",
     "plot_solver_times",
+    "plot_performance_profile",
 ]
 
 #: Formats written by default: raster for a quick look, vector for papers.
@@ -190,3 +191,33 @@ def plot_solver_times(summary: Sequence, out_dir: str | Path, formats: Iterable[
             ax.legend(fontsize="small")
         paths += save_figure(fig, Path(out_dir) / fname, formats, dpi=110)
     return paths
+
+
+def plot_performance_profile(profile: Any, path: str | os.PathLike[str], formats: Iterable[str] = FORMATS,
+                             title: str = "") -> list[Path]:
+    """A Dolan-Moré performance profile: rho_s(tau) against tau (log2 axis), one step line per solver.
+
+    ``profile`` is an :class:`elasticopt.benchmarking.measures.PerformanceProfile`
+    (``solvers``, ``taus``, ``fractions``, ``ratios``, ``left_out``).  The line
+    of a solver ends at its largest ratio; the right edge (past the largest
+    ratio measured) shows the fraction it solved at all.
+    """
+    fig, axes = new_figure(6.4, 4.2)
+    ax = axes[0, 0]
+    taus = list(profile.taus) or [1.0]
+    right = max(taus) * 2.0
+    for s in profile.solvers:
+        fr = list(profile.fractions.get(s, ())) or [0.0] * len(taus)
+        ax.step(taus + [right], fr + fr[-1:], where="post", label=f"{s} ({fr[-1]:.0%} solved)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(1, right)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("tau: time / fastest solver's time on the instance (log2)")
+    ax.set_ylabel("fraction of instances within tau")
+    n = len(profile.ratios)
+    left = len(profile.left_out)
+    ax.set_title(title or f"performance profile, total time ({n} instances" + (f"; {left} solved by none" if left else "")
+                 + ")", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return save_figure(fig, path, formats)

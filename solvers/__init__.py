@@ -20,6 +20,7 @@ from elasticopt.solvers import numpy_dp as _numpy_dp  # noqa: E402,F401
 from elasticopt.solvers import jax_dp as _jax_dp  # noqa: E402,F401
 from elasticopt.solvers import cpsat as _cpsat  # noqa: E402,F401
 from elasticopt.solvers import milp as _milp  # noqa: E402,F401
+from elasticopt.solvers import scip as _scip  # noqa: E402,F401
 from elasticopt.solvers import pyomo_model as _pyomo_model  # noqa: E402,F401
 from elasticopt.solvers import greedy as _greedy  # noqa: E402,F401
 from elasticopt.solvers.api import solve  # noqa: E402

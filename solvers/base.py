@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from elasticopt.errors import SolverError, SolverUnavailableError
+from elasticopt.errors import ModelTooLargeError, SolverError, SolverUnavailableError
 from elasticopt.models.placement import place_choice
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.options import OptionRule, check_options
@@ -183,6 +183,9 @@ class Backend(ABC):
             raw = self.run(model, time_limit_s, opts)
             t2 = time.perf_counter()
             out = self.extract(table, model, raw)
+        except ModelTooLargeError as exc:  # a size limit, as a solver's own memory limit: LIMIT, no allocation
+            return Solution(Status.LIMIT, message=f"{self.name}: {exc}", solve_s=time.perf_counter() - t0,
+                            stats=dict(extra_stats or {}), **common)
         except Exception as exc:  # a backend failure is a result, not a crash
             # availability is checked by get_backend; here only when an import inside the solve fails
             if isinstance(exc, ImportError) and self.missing_modules():

@@ -23,6 +23,7 @@ from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Outcome
 from elasticopt.solvers.common import HINT_RULE, hint_choice, node_counts_of
 from elasticopt.solvers.formulation import formulate
+from elasticopt.solvers.incumbents import IncumbentLog
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status
 
@@ -52,6 +53,7 @@ class _Model:
     table: OptionTable
     form: Any = None  # the Formulation (node variables)
     extra: list | None = None  # extra[c - m]: CP-SAT variable of formulation column c >= m
+    log: IncumbentLog | None = None  # improving solutions, timed by a solution callback
 
 
 @register
@@ -143,7 +145,14 @@ class CPSat(Backend):
         p.log_search_progress = bool(options["log_search_progress"])
         if time_limit_s is not None:
             p.max_time_in_seconds = float(time_limit_s)
-        status = solver.solve(model.model)
+        log = model.log = IncumbentLog()
+
+        class _OnSolution(cp_model.CpSolverSolutionCallback):
+            def on_solution_callback(self) -> None:
+                log.add(self.objective_value)
+
+        log.start()
+        status = solver.solve(model.model, _OnSolution())
         return solver, status
 
     def extract(self, table: OptionTable, model: _Model, raw: Any) -> Outcome:
@@ -155,6 +164,8 @@ class CPSat(Backend):
             "wall_s": float(solver.wall_time),
             "cpsat_status": name,
         }
+        if model.log is not None:
+            stats.update(model.log.stats())
         status = STATUS_MAP.get(name, Status.ERROR)
         if status is Status.INFEASIBLE:
             return Outcome(Status.INFEASIBLE, stats=stats)

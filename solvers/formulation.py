@@ -32,10 +32,34 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from elasticopt.errors import ModelTooLargeError
 from elasticopt.models.placement import types_needing_placement
 from elasticopt.models.table import OptionTable
 
-__all__ = ["Formulation", "formulate"]
+__all__ = ["Formulation", "formulate", "node_columns", "MAX_COLUMNS"]
+
+#: Most columns (option and node variables) :func:`formulate` builds; past it, ModelTooLargeError
+#: (a Python build of 10^6 node columns takes ~10 s and ~1 GB; the ``placement`` family at
+#: n = 10,000 on 10^6 GPUs would need ~10^8).
+MAX_COLUMNS = 1_000_000
+
+
+def node_columns(table: OptionTable) -> int:
+    """How many node columns (y and z) :func:`formulate` would create, counted without building them."""
+    total = 0
+    for t in types_needing_placement(table):
+        pool = table.pools[t]
+        free = np.asarray(pool.free_per_node(), dtype=np.int64)
+        g = pool.gpus_per_node
+        sel = table.valid & table.packed & (table.gpu_type == t)
+        k = np.sort(table.gpus[sel].astype(np.int64))
+        if not k.size:
+            continue
+        one = k[k <= g]  # one node: a y per node with free >= k
+        fs = np.sort(free)
+        total += int((fs.size - np.searchsorted(fs, one, side="left")).sum())
+        total += 2 * int((k > g).sum()) * int((free > 0).sum())  # several nodes: y and z per node with free GPUs
+    return total
 
 
 @dataclass(frozen=True)
@@ -82,7 +106,18 @@ class Formulation:
 
 
 def formulate(table: OptionTable) -> Formulation:
-    """The MILP of ``table`` (module docstring)."""
+    """The MILP of ``table`` (module docstring).
+
+    Raises
+    ------
+    ModelTooLargeError
+        When the model would have more than :data:`MAX_COLUMNS` columns.
+    """
+    extra = node_columns(table) if types_needing_placement(table) else 0
+    if table.n_options + extra > MAX_COLUMNS:
+        raise ModelTooLargeError(
+            f"the MILP would have {table.n_options + extra:,} columns ({table.n_options:,} options, {extra:,} node "
+            f"variables), more than {MAX_COLUMNS:,} (solvers.formulation.MAX_COLUMNS); not built")
     rows, cols = np.nonzero(table.valid)
     n, m, T = table.n_jobs, rows.size, table.n_types
     k = table.gpus[rows, cols]

@@ -35,6 +35,7 @@ from elasticopt.solvers.common import (
     presolve_setting,
 )
 from elasticopt.solvers.formulation import Formulation, formulate
+from elasticopt.solvers.incumbents import IncumbentLog
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status
 
@@ -66,6 +67,7 @@ class _Model:
     rows: np.ndarray  # column i = option cols[i] of job rows[i]
     cols: np.ndarray
     form: Formulation
+    log: IncumbentLog | None = None  # improving solutions, timed by HiGHS' callback
 
 
 _counts = node_counts_of
@@ -139,13 +141,18 @@ class HighsMILP(Backend):
                 sol.col_value = (hc[a["rows"]] == a["cols"]).astype(np.float64).tolist()  # option columns only
                 sol.value_valid = True
                 h.setSolution(sol)
-        return _Model(h, a["rows"], a["cols"], f)
+        log = IncumbentLog()
+        # every improving solution, timed (docs/design.md §3); the callback runs only when one is found
+        h.cbMipImprovingSolution.subscribe(lambda e: log.add(e.data_out.objective_function_value))
+        return _Model(h, a["rows"], a["cols"], f, log)
 
     def run(self, model: _Model, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
         h = model.highs
         if model.rows.size == 0:
             return None
         h.setOptionValue("time_limit", float(time_limit_s) if time_limit_s is not None else math.inf)
+        if model.log is not None:
+            model.log.start()
         h.run()
         return h
 
@@ -162,6 +169,8 @@ class HighsMILP(Backend):
             "mip_nodes": int(info.mip_node_count),
             "columns": int(model.rows.size),
         }
+        if model.log is not None:
+            stats.update(model.log.stats())
         status = STATUS_MAP.get(ms.name, Status.ERROR)
         if status is Status.INFEASIBLE:
             return Outcome(Status.INFEASIBLE, stats=stats)

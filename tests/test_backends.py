@@ -42,13 +42,14 @@ from elasticopt.testing.cases import case
 
 ROOT = Path(__file__).resolve().parents[1]
 MIXED = ROOT / "instances" / "mixed.json"
-NEW = {"cpsat": ("ortools", "cpsat"), "milp": ("highspy", "milp"), "pyomo": ("pyomo", "pyomo")}
+NEW = {"cpsat": ("ortools", "cpsat"), "milp": ("highspy", "milp"), "pyomo": ("pyomo", "pyomo"),
+       "scip": ("pyscipopt", "scip")}
 
 
 # --- registry -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["cpsat", "milp", "pyomo", "greedy"])
+@pytest.mark.parametrize("name", ["cpsat", "milp", "scip", "pyomo", "greedy"])
 def test_registered_with_metadata(name):
     cls = registry._REGISTRY[name]
     assert cls.name == name and cls.description
@@ -78,7 +79,7 @@ def test_milp_refuses_a_gap_that_cannot_prove_the_optimum():
 # --- hints --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("solver", ["cpsat", "milp"])
+@pytest.mark.parametrize("solver", ["cpsat", "milp", "scip"])
 def test_hint_from_a_solution_or_a_mapping(solver):
     p = load_instance(MIXED)
     ref = solve(p, "numpy-dp")
@@ -138,7 +139,8 @@ def _check_limited(problem, sol, optimum, limit_s, elapsed_s, slack_s):
 
 @pytest.mark.parametrize(
     "solver, family, limit_s",
-    [("cpsat", "mck-weakly", 0.2), ("milp", "mck-strongly", 0.01), ("pyomo", "mck-strongly", 0.01)],
+    [("cpsat", "mck-weakly", 0.2), ("milp", "mck-strongly", 0.01), ("pyomo", "mck-strongly", 0.01),
+     ("scip", "mck-strongly", 0.05)],
 )
 def test_tiny_limit_returns_limit_without_raising(hard, solver, family, limit_s):
     p, t, opt = hard[family]
@@ -150,7 +152,7 @@ def test_tiny_limit_returns_limit_without_raising(hard, solver, family, limit_s)
     assert sol.message
 
 
-@pytest.mark.parametrize("solver", ["cpsat", "milp", "pyomo"])
+@pytest.mark.parametrize("solver", ["cpsat", "milp", "scip", "pyomo"])
 def test_limit_keeps_best_solution_and_a_valid_bound(hard, solver):
     p, t, opt = hard["mck-strongly"]
     t0 = time.perf_counter()
@@ -232,7 +234,7 @@ def test_solver_all_every_exact_backend_optimal_and_equal(name, capsys):
     rc = main(["solve", str(path), "--solver", "all", "--json"])
     doc = json.loads(capsys.readouterr().out)
     sols = doc["solutions"]
-    assert {s["solver"] for s in sols} >= {"numpy-dp", "dp", "cpsat", "milp", "pyomo"}
+    assert {s["solver"] for s in sols} >= {"numpy-dp", "dp", "cpsat", "milp", "scip", "pyomo"}
     assert all(s["status"] == "optimal" for s in sols), [(s["solver"], s["status"], s["message"]) for s in sols]
     assert len({s["objective"] for s in sols}) == 1
     assert doc["agree"] and rc == 0
@@ -283,7 +285,8 @@ def test_solver_all_json_is_clean_in_a_fresh_process():
 # --- optional dependencies ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module, gone", [("ortools", {"cpsat"}), ("highspy", {"milp", "pyomo"}), ("pyomo", {"pyomo"})])
+@pytest.mark.parametrize("module, gone", [("ortools", {"cpsat"}), ("highspy", {"milp", "pyomo"}), ("pyomo", {"pyomo"}),
+                                          ("pyscipopt", {"scip"})])
 def test_missing_library_names_the_extra(monkeypatch, module, gone):
     import importlib.util
 
@@ -302,14 +305,14 @@ def test_missing_library_names_the_extra(monkeypatch, module, gone):
 def test_package_imports_without_solver_libraries():
     code = (
         "import sys\n"
-        "for m in ('ortools', 'highspy', 'pyomo'): sys.modules[m] = None\n"
+        "for m in ('ortools', 'highspy', 'pyomo', 'pyscipopt'): sys.modules[m] = None\n"
         "import elasticopt\n"
         "from elasticopt.solvers import available_solvers, get_backend, registered_solvers, solve\n"
         "from elasticopt.errors import SolverUnavailableError\n"
         "from elasticopt.models import load_instance\n"
         "a = available_solvers()\n"
-        "assert not {'cpsat', 'milp', 'pyomo'} & set(a), a\n"
-        "assert {'cpsat', 'milp', 'pyomo', 'greedy'} <= set(registered_solvers())\n"
+        "assert not {'cpsat', 'milp', 'pyomo', 'scip'} & set(a), a\n"
+        "assert {'cpsat', 'milp', 'pyomo', 'scip', 'greedy'} <= set(registered_solvers())\n"
         f"p = load_instance({str(MIXED)!r})\n"
         "assert solve(p, 'numpy-dp').status.name == 'OPTIMAL'\n"
         "assert solve(p, 'greedy').status.name == 'FEASIBLE'\n"
@@ -327,7 +330,7 @@ def test_package_imports_without_solver_libraries():
 
 def test_bounds_are_integers_not_below_the_objective():
     p = load_instance(MIXED)
-    for name in ("cpsat", "milp", "pyomo"):
+    for name in ("cpsat", "milp", "scip", "pyomo"):
         sol = solve(p, name)
         assert isinstance(sol.bound, int) and sol.bound == sol.objective
         assert math.isclose(sol.objective_value, solve(p, "numpy-dp").objective_value)

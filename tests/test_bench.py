@@ -164,7 +164,8 @@ def test_cross_check_rules():
 def test_rows_written_to_csv_and_json(tmp_path):
     res = run_benchmark(["numpy-dp", "greedy"], TINY + family_instances(["ladder"], [6], [8]), repeats=2)
     paths = write_results(res, tmp_path / "out", plots=False)
-    assert sorted(p.name for p in paths) == ["results.json", "rows.csv"]
+    assert sorted(p.name for p in paths) == ["instances.csv", "performance_profile.csv", "results.json", "rows.csv",
+                                             "solvers.csv"]
     with open(tmp_path / "out" / "rows.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == len(res.rows) == 2 * 2 * 2 and tuple(rows[0]) == ROW_FIELDS

@@ -5,6 +5,7 @@ import math
 import highspy  # noqa: F401  -- CI must fail, not skip, without the solver extras
 import ortools  # noqa: F401
 import pyomo  # noqa: F401
+import pyscipopt  # noqa: F401
 import pytest
 
 from elasticopt.models import compile_problem, reduce_table
@@ -13,7 +14,7 @@ from elasticopt.testing.brute import brute_force
 from elasticopt.testing.cases import CASES, case
 
 ALL = available_solvers()
-EXPECTED = {"numpy-dp", "dp", "cpsat", "milp", "pyomo", "greedy"}
+EXPECTED = {"numpy-dp", "dp", "cpsat", "milp", "scip", "pyomo", "greedy"}
 
 
 def test_every_backend_is_installed():

@@ -9,6 +9,7 @@ Example counts follow the hypothesis profile (ELASTICOPT_HYPOTHESIS_PROFILE).
 import highspy  # noqa: F401
 import ortools  # noqa: F401
 import pyomo  # noqa: F401
+import pyscipopt  # noqa: F401
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from elasticopt.testing.strategies import problems
 
 REFERENCE = "numpy-dp"
 OTHERS = [s for s in exact_solvers() if s != REFERENCE]
-assert {"dp", "cpsat", "milp", "pyomo"} <= set(OTHERS), f"exact backends installed: {exact_solvers()}"
+assert {"dp", "cpsat", "milp", "scip", "pyomo"} <= set(OTHERS), f"exact backends installed: {exact_solvers()}"
 
 _N = settings.default.max_examples
 

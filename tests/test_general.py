@@ -17,7 +17,7 @@ from elasticopt.solvers.solution import Solution
 from elasticopt.testing.brute import brute_force
 from elasticopt.testing.strategies import tiny_general_problems
 
-EXACT = ("numpy-dp", "dp", "milp", "cpsat", "pyomo")
+EXACT = ("numpy-dp", "dp", "milp", "scip", "cpsat", "pyomo")
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
@@ -36,7 +36,7 @@ def test_exact_backends_equal_brute_force_on_general_problems(problem, reduce):
         if ref is None:
             assert s.status in (Status.INFEASIBLE, Status.LIMIT), (name, s.status)
             continue
-        if name in ("milp", "cpsat", "pyomo"):  # node variables: exact with placement
+        if name in ("milp", "scip", "cpsat", "pyomo"):  # node variables: exact with placement
             assert s.status is Status.OPTIMAL, (name, s.message)
         if s.status is Status.OPTIMAL:
             assert s.objective == ref, (name, reduce)

@@ -51,7 +51,7 @@ def test_general_families_agree_across_exact_backends(tmp_path, family, jobs, gp
     assert dumps_instance(loaded) == dumps_instance(problem)
     assert loaded.cluster.gpus == gpus or family == "placement"
     proven = set()
-    for name in ("dp", "numpy-dp", "milp", "cpsat"):
+    for name in ("dp", "numpy-dp", "milp", "scip", "cpsat"):
         s = solve(loaded, name, time_limit_s=60)
         assert verify(loaded, s).ok, (name, verify(loaded, s).errors)
         assert s.status in (Status.OPTIMAL, Status.LIMIT), (name, s.status, s.message)

@@ -191,7 +191,7 @@ def test_no_import_cycle():
 
 def test_no_solver_backend_imports_another():
     graph = import_graph()
-    backends = {"elasticopt.solvers." + m for m in ("cpsat", "milp", "pyomo_model", "jax_dp", "numpy_dp", "greedy")}
+    backends = {"elasticopt.solvers." + m for m in ("cpsat", "milp", "scip", "pyomo_model", "jax_dp", "numpy_dp", "greedy")}
     for b in sorted(backends):
         others = sorted(set(graph[b]) & (backends - {b}))
         assert not others, f"{b} imports the backend(s) {others}: move what they share to elasticopt.solvers.common"

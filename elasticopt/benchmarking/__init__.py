@@ -9,13 +9,33 @@ The same runs as ``elasticopt bench``, from Python::
     assert result.ok, result.disagreements
     write_results(result, "bench-results")
 
+Per solver, the measures solver benchmarks are read by (shifted geometric
+means, solved counts, performance profiles; :mod:`~elasticopt.benchmarking.measures`)::
+
+    for s in solver_summaries(result, shift_s=0.01):
+        print(s.solver, s.solved, s.instances, s.sgm_total_s)
+    profile = performance_profile(result)          # profile.csv(), plotting.plot_performance_profile
+    specs = get_suite("reference").instances(seeds=[0])   # the published suite, or a subset
+
 ``my_solver`` is any object with a ``name`` and ``solve(table, *,
 time_limit_s=None) -> Solution`` (e.g. an unregistered
 :class:`~elasticopt.solvers.Backend` subclass instance).
 """
 
 from elasticopt.benchmarking.crosscheck import Outcome, Verdict, cross_check
+from elasticopt.benchmarking.difficulty import LPRelaxation, lp_gap, lp_relaxation
 from elasticopt.benchmarking.instances import InstanceSpec, family_instances, file_instances, size_pairs
+from elasticopt.benchmarking.markdown import markdown_report
+from elasticopt.benchmarking.measures import (
+    DEFAULT_SHIFT_S,
+    InstanceTime,
+    PerformanceProfile,
+    SolverSummary,
+    instance_times,
+    performance_profile,
+    shifted_geometric_mean,
+    solver_summaries,
+)
 from elasticopt.benchmarking.report import SummaryRow, plot_times, rows_csv, summarize, write_results
 from elasticopt.benchmarking.rows import ROW_FIELDS, BenchResult, BenchRow, InstanceRecord
 from elasticopt.benchmarking.runner import (
@@ -26,8 +46,24 @@ from elasticopt.benchmarking.runner import (
     run_benchmark,
 )
 from elasticopt.benchmarking.solvers import SolverSpec, parse_solver_arg, resolve_solvers
+from elasticopt.benchmarking.suites import SUITES, Suite, get_suite
 
 __all__ = [
+    "DEFAULT_SHIFT_S",
+    "InstanceTime",
+    "LPRelaxation",
+    "PerformanceProfile",
+    "SUITES",
+    "SolverSummary",
+    "Suite",
+    "get_suite",
+    "instance_times",
+    "lp_gap",
+    "lp_relaxation",
+    "markdown_report",
+    "performance_profile",
+    "shifted_geometric_mean",
+    "solver_summaries",
     "REFERENCE_OPS_PER_S",
     "ROW_FIELDS",
     "BenchEvent",

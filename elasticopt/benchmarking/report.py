@@ -1,9 +1,13 @@
 """Summaries, files and plots of a :class:`BenchResult`.
 
 :func:`summarize` groups rows by (family, n, G, solver) and gives medians and
-the ratio to ``dp``; :func:`write_results` writes ``rows.csv``, ``results.json``
-and, unless told not to, ``time_vs_n.png`` and ``time_vs_G.png`` -- every file
-atomically.  Plots use matplotlib's Agg canvas directly (no pyplot, no global
+the ratio to ``dp``; :func:`write_results` writes ``rows.csv``, ``results.json``,
+``solvers.csv`` (shifted geometric means and solved counts per solver, over
+all instances and per family: :mod:`elasticopt.benchmarking.measures`),
+``instances.csv`` (size, reductions, LP gap per instance),
+``performance_profile.csv`` and, unless told not to, the plots
+``performance_profile.*``, ``time_vs_n.*`` and ``time_vs_G.*`` (PNG, PDF,
+SVG) -- every file atomically.  Plots use matplotlib's Agg canvas directly (no pyplot, no global
 backend switch).
 """
 
@@ -21,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from elasticopt._io import atomic_write_text
+from elasticopt.benchmarking.measures import DEFAULT_SHIFT_S, performance_profile, solver_summaries
 from elasticopt.benchmarking.rows import ROW_FIELDS, BenchResult, BenchRow
 
-__all__ = ["SummaryRow", "summarize", "write_results", "plot_times", "rows_csv"]
+__all__ = ["SummaryRow", "summarize", "write_results", "plot_times", "rows_csv", "solvers_csv", "instances_csv"]
 
 #: The solver the ratios are taken against.
 BASELINE = "dp"
@@ -124,6 +129,34 @@ def rows_csv(rows: Sequence[BenchRow]) -> str:
     return buf.getvalue()
 
 
+def _csv(fields: Sequence[str], dicts: Sequence[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(fields), lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    for d in dicts:
+        w.writerow({k: ("" if d.get(k) is None else d.get(k)) for k in fields})
+    return buf.getvalue()
+
+
+def solvers_csv(result: BenchResult, shift_s: float = DEFAULT_SHIFT_S) -> str:
+    """Per solver, over all instances (family ``all``) then per family: solved counts and shifted geometric means."""
+    rows = solver_summaries(result, shift_s) + solver_summaries(result, shift_s, by_family=True)
+    fields = ("family", "solver", "instances", "solved", "sgm_total_s", "sgm_ratio_to_best", "shift_s", "penalty_s",
+              "sgm_first_incumbent_s", "sgm_optimum_found_s")
+    return _csv(fields, [r.to_dict() for r in rows])
+
+
+#: Columns of ``instances.csv``.
+INSTANCE_FIELDS = ("name", "family", "n", "G", "capacity", "options_before", "options", "options_removed", "dp_ops",
+                   "best_objective", "lp_bound", "lp_gap", "lp_status", "lp_s", "compile_s", "reduce_s",
+                   "proven_disagree")
+
+
+def instances_csv(result: BenchResult) -> str:
+    """One row per instance: size, what the reductions removed, LP-relaxation gap (:data:`INSTANCE_FIELDS`)."""
+    return _csv(INSTANCE_FIELDS, [{**r.to_dict(), "family": r.family} for r in result.instances])
+
+
 def _json_safe(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         return None
@@ -149,8 +182,9 @@ def plot_times(result: BenchResult, out_dir: str | Path) -> list[Path]:
     return plot_solver_times(summ, out_dir, formats=("png", "pdf", "svg"), max_panels=MAX_PANELS)
 
 
-def write_results(result: BenchResult, out_dir: str | Path, *, plots: bool = True) -> list[Path]:
-    """Write ``rows.csv``, ``results.json`` (rows, instances, summary, environment) and plots.
+def write_results(result: BenchResult, out_dir: str | Path, *, plots: bool = True,
+                  shift_s: float = DEFAULT_SHIFT_S) -> list[Path]:
+    """Write ``rows.csv``, ``results.json`` (rows, instances, summaries, profile, environment), the CSVs and plots.
 
     Parameters
     ----------
@@ -159,7 +193,9 @@ def write_results(result: BenchResult, out_dir: str | Path, *, plots: bool = Tru
     out_dir
         Folder (created if missing); existing files of the same names are replaced atomically.
     plots
-        Also write ``time_vs_n.png`` and ``time_vs_G.png``.
+        Also write the performance profile and ``time_vs_n`` / ``time_vs_G`` (PNG, PDF, SVG).
+    shift_s
+        Shift of the shifted geometric means, seconds.
 
     Returns
     -------
@@ -169,10 +205,20 @@ def write_results(result: BenchResult, out_dir: str | Path, *, plots: bool = Tru
     out = Path(out_dir)
     doc = result.to_dict()
     doc["summary"] = [s.to_dict() for s in summarize(result)]
+    prof = performance_profile(result)
+    doc["solver_summary"] = [s.to_dict() for s in solver_summaries(result, shift_s)]
+    doc["family_summary"] = [s.to_dict() for s in solver_summaries(result, shift_s, by_family=True)]
+    doc["performance_profile"] = prof.to_dict()
     paths = [
         atomic_write_text(out / "rows.csv", rows_csv(result.rows)),
         atomic_write_text(out / "results.json", json.dumps(_json_safe(doc), indent=1, default=str) + "\n"),
+        atomic_write_text(out / "solvers.csv", solvers_csv(result, shift_s)),
+        atomic_write_text(out / "instances.csv", instances_csv(result)),
+        atomic_write_text(out / "performance_profile.csv", prof.csv()),
     ]
     if plots and result.rows:
+        from elasticopt.plotting import plot_performance_profile
+
+        paths += plot_performance_profile(prof, out / "performance_profile")
         paths += plot_times(result, out)
     return paths

@@ -21,7 +21,10 @@ class InstanceRecord:
 
     ``n`` jobs and ``G`` GPUs of the problem; ``capacity`` and ``options`` of
     the table every solver got (after the reductions, if on); ``options_before``
-    before them.  ``dp_ops = options * (capacity + 1)``.
+    before them.  ``dp_ops = options * (capacity + 1)``.  ``lp_bound``: the
+    optimum of the LP relaxation of that table's MILP, ``lp_gap`` its relative
+    gap to the best proven optimum, ``lp_status``/``lp_s`` HiGHS's status and
+    seconds (:mod:`elasticopt.benchmarking.difficulty`; None when not computed).
     """
 
     name: str
@@ -42,11 +45,22 @@ class InstanceRecord:
     best_found: int | None
     disagreements: tuple[str, ...] = ()
     proven_disagree: bool = False
+    lp_bound: float | None = None
+    lp_gap: float | None = None
+    lp_status: str = ""
+    lp_s: float | None = None
+
+    @property
+    def options_removed(self) -> int:
+        """Options the exact reductions removed."""
+        return self.options_before - self.options
 
     @classmethod
     def make(cls, spec: InstanceSpec, problem: Problem, table: OptionTable, load_s: float, compile_s: float,
-             reduce_s: float, verdict: Verdict) -> InstanceRecord:
-        """Build the record of a benchmarked instance."""
+             reduce_s: float, verdict: Verdict, lp: Any = None) -> InstanceRecord:
+        """Build the record of a benchmarked instance (``lp``: an :class:`~elasticopt.benchmarking.difficulty.LPRelaxation`)."""
+        from elasticopt.benchmarking.difficulty import lp_gap
+
         return cls(
             name=spec.name,
             spec=spec.to_dict(),
@@ -66,6 +80,10 @@ class InstanceRecord:
             best_found=verdict.best_found,
             disagreements=verdict.disagreements,
             proven_disagree=verdict.proven_disagree,
+            lp_bound=None if lp is None else lp.bound,
+            lp_gap=None if lp is None else lp_gap(lp.bound, verdict.best_objective),
+            lp_status="" if lp is None else lp.status,
+            lp_s=None if lp is None else lp.seconds,
         )
 
     @property
@@ -78,6 +96,7 @@ class InstanceRecord:
         d = asdict(self)
         d["spec"] = dict(self.spec)
         d["disagreements"] = list(self.disagreements)
+        d["options_removed"] = self.options_removed
         return d
 
 
@@ -95,6 +114,10 @@ class BenchRow:
     to a core, 0 when the bound alone proved optimality); ``dp_ops_per_s`` =
     ``dp_ops_run / solve_s`` (the kernel's achieved rate) and
     ``dp_ops_fraction`` its ratio to the 1.5e9 ops/s reference (docs/design.md §3).
+    For backends that report incumbents (:mod:`elasticopt.solvers.incumbents`):
+    ``incumbents`` found, ``first_incumbent_s`` and ``optimum_found_s``
+    (the last incumbent of an OPTIMAL run) in seconds from the start of the
+    solve call (``build_s`` + the solver's own clock); None otherwise.
     """
 
     instance: str
@@ -131,6 +154,9 @@ class BenchRow:
     dp_ops_per_s: float | None
     dp_ops_fraction: float | None
     message: str
+    incumbents: int | None = None
+    first_incumbent_s: float | None = None
+    optimum_found_s: float | None = None
 
     @classmethod
     def make(cls, rec: InstanceRecord, spec: SolverSpec, o: Outcome, verdict: Verdict, warmup_s: float | None,
@@ -182,11 +208,24 @@ class BenchRow:
             dp_ops_per_s=ops_s,
             dp_ops_fraction=None if ops_s is None else ops_s / reference_ops_per_s,
             message=s.message,
+            **_incumbent_fields(s),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (field order = :data:`ROW_FIELDS`)."""
         return asdict(self)
+
+
+def _incumbent_fields(s: Any) -> dict[str, Any]:
+    st = s.stats
+    if not isinstance(st.get("incumbents"), int):
+        return {}
+    first, best = st.get("first_incumbent_s"), st.get("best_incumbent_s")
+    return {
+        "incumbents": int(st["incumbents"]),
+        "first_incumbent_s": None if first is None else float(s.build_s) + float(first),
+        "optimum_found_s": float(s.build_s) + float(best) if best is not None and s.status.name == "OPTIMAL" else None,
+    }
 
 
 #: Column order of the CSV and of each JSON row.

@@ -26,6 +26,7 @@ from importlib import metadata
 from typing import Any
 
 from elasticopt.benchmarking.crosscheck import Outcome, cross_check
+from elasticopt.benchmarking.difficulty import lp_relaxation
 from elasticopt.benchmarking.instances import InstanceSpec
 from elasticopt.benchmarking.rows import BenchResult, BenchRow, InstanceRecord
 from elasticopt.benchmarking.solvers import SolverSpec, resolve_solvers
@@ -64,7 +65,7 @@ def count_solves(n_instances: int, n_solvers: int, repeats: int, warmup: bool = 
 
 def _versions() -> dict[str, str]:
     out = {}
-    for dist in ("elasticopt", "numpy", "scipy", "jax", "jaxlib", "ortools", "highspy", "pyomo"):
+    for dist in ("elasticopt", "numpy", "scipy", "jax", "jaxlib", "ortools", "highspy", "pyomo", "pyscipopt"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -163,6 +164,7 @@ def _bench_instance(
     reduce: bool,
     notify: Callable[[BenchEvent], None],
     order: str = "interleaved",
+    lp: bool = True,
 ) -> tuple[InstanceRecord, list[BenchRow], bool]:
     """Every solver on one instance: (record, rows, interrupted by Ctrl-C)."""
     t0 = time.perf_counter()
@@ -191,7 +193,8 @@ def _bench_instance(
     except KeyboardInterrupt:  # keep what was measured: the caller reports a partial benchmark
         interrupted = True
     verdict = cross_check(outcomes)
-    rec = InstanceRecord.make(spec, problem, table, load_s, compile_s, reduce_s, verdict)
+    relax = lp_relaxation(table, time_limit_s) if lp and not interrupted else None  # after the timed solves: not on their clock
+    rec = InstanceRecord.make(spec, problem, table, load_s, compile_s, reduce_s, verdict, relax)
     dp_ops = table.n_options * (table.capacity + 1)
     by_label = {s.label: s for s in specs}
     rows = [
@@ -213,6 +216,7 @@ def run_benchmark(
     reduce: bool = True,
     progress: Callable[[BenchEvent], None] | None = None,
     order: str = "interleaved",
+    lp_relaxation: bool = True,
 ) -> BenchResult:
     """Benchmark ``solvers`` on ``instances``.
 
@@ -242,6 +246,10 @@ def run_benchmark(
         solve starts with caches the other solvers left cold.
         ``"grouped"``: all repeats of one solver back to back (warm caches,
         as in a scheduler that only runs its own solver).
+    lp_relaxation
+        Solve each instance's LP relaxation with HiGHS after its timed solves
+        (``InstanceRecord.lp_bound``/``lp_gap``: why an instance is hard;
+        :mod:`elasticopt.benchmarking.difficulty`).
 
     A Ctrl-C (KeyboardInterrupt) stops the benchmark after cross-checking
     what was measured: the partial result has ``settings["interrupted"]``
@@ -283,7 +291,7 @@ def run_benchmark(
     interrupted = False
     for spec in inst:
         rec, new_rows, interrupted = _bench_instance(spec, specs, repeats, warmup, time_limit_s, reduce, notify,
-                                                     order)
+                                                     order, lp_relaxation)
         records.append(rec)
         rows.extend(new_rows)
         if interrupted:
@@ -296,6 +304,7 @@ def run_benchmark(
         "time_limit_s": time_limit_s,
         "reduce": reduce,
         "order": order,
+        "lp_relaxation": lp_relaxation,
         "started_utc": started,
         "elapsed_s": time.perf_counter() - t_start,
         "interrupted": interrupted,

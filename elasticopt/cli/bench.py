@@ -6,7 +6,14 @@ Examples::
     elasticopt bench --solver dp milp cpsat:num_workers=8 --family uniform ladder \\
         --jobs 200 1000 --gpus 256 1024 --seeds 0 1 2 --out results/
     elasticopt bench --instances 'instances/*.json' --time-limit-s 30
+    elasticopt bench --suite reference --seeds 0 --time-limit-s 10 --markdown docs/benchmarks.md
 
+After the medians per size it prints, per solver, the solved count and the
+shifted geometric mean of total time (unsolved at the limit), the times to
+first incumbent and to the optimum found where backends report incumbents,
+and the path of the performance-profile plot (:mod:`elasticopt.benchmarking.measures`).
+``--suite NAME`` runs a named suite (:mod:`elasticopt.benchmarking.suites`);
+``--family``/``--jobs``/``--gpus``/``--seeds`` then select a subset of it.
 ``--jobs`` and ``--gpus`` are **paired** element by element (a single value
 pairs with every value of the other list); ``--cross`` runs every job count
 with every GPU count.  Exit codes: 0 every result verified and consistent;
@@ -37,6 +44,8 @@ from elasticopt.benchmarking import (
     summarize,
     write_results,
 )
+from elasticopt.benchmarking.measures import DEFAULT_SHIFT_S, solver_summaries
+from elasticopt.benchmarking.suites import SUITES, get_suite
 from elasticopt.solvers.options import parse_option_value
 from elasticopt.errors import ValidationError
 
@@ -78,9 +87,18 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="generator keyword, e.g. options=20 (mck), running_fraction=0.5, gpus_per_node=4")
     p.add_argument("--instances", action="extend", nargs="+", default=None, metavar="GLOB",
                    help="instance files or glob patterns (quote them)")
-    p.add_argument("--repeats", type=int, default=3, help="timed solves per solver and instance (default 3)")
-    p.add_argument("--time-limit-s", type=float, default=60.0,
-                   help="time limit per solve, seconds (default 60; 0 for none)")
+    p.add_argument("--suite", choices=sorted(SUITES), default=None,
+                   help="a named suite (instances, solvers, limit, shift); --family/--jobs/--gpus/--seeds select a "
+                   "subset of it, --solver/--time-limit-s/--repeats override it")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="timed solves per solver and instance (default 3; a suite's own)")
+    p.add_argument("--time-limit-s", type=float, default=None,
+                   help="time limit per solve, seconds (default 60, a suite's own; 0 for none)")
+    p.add_argument("--shift-s", type=float, default=None,
+                   help=f"shift of the shifted geometric means, seconds (default {DEFAULT_SHIFT_S:g})")
+    p.add_argument("--no-lp", action="store_true", help="do not solve each instance's LP relaxation (the LP gap)")
+    p.add_argument("--markdown", default=None, metavar="FILE",
+                   help="also write the results as a Markdown page (e.g. docs/benchmarks.md), with this command")
     p.add_argument("--no-warmup", action="store_true", help="skip the untimed first solve (warmup_s)")
     p.add_argument("--no-reduce", action="store_true", help="skip the exact reductions (docs/design.md §2)")
     p.add_argument("--order", choices=["interleaved", "grouped"], default="interleaved",
@@ -106,6 +124,9 @@ def _family_options(items: list[str] | None) -> dict[str, Any]:
 
 def _specs(args: argparse.Namespace) -> list:
     specs = []
+    if args.suite:
+        specs = get_suite(args.suite).instances(families=args.family, jobs=args.jobs, gpus=args.gpus, seeds=args.seeds)
+        return specs + (file_instances(args.instances) if args.instances else [])
     if args.family or args.jobs or args.gpus:
         if not (args.family and args.jobs and args.gpus):
             raise ValidationError("--family/--jobs/--gpus", "all three for generated instances",
@@ -158,11 +179,56 @@ def summary_table(result: BenchResult) -> Table:
     return t
 
 
+def solver_table(result: BenchResult, shift_s: float) -> Table:
+    """Per solver over all instances: solved count, shifted geometric means (total, first incumbent, optimum found)."""
+    limit = result.settings.get("time_limit_s")
+    t = Table(title=f"per solver over all instances: shifted geometric mean of total time, shift {shift_s * 1e3:g} ms, "
+                    f"unsolved counted at {'the ' + format(limit, 'g') + ' s limit' if limit else 'the largest time'}")
+    for c in ("solver", "solved", "sgm total", "x fastest", "sgm first incumbent", "sgm optimum found"):
+        t.add_column(c, justify="left" if c == "solver" else "right")
+    for s in solver_summaries(result, shift_s):
+        t.add_row(escape(s.solver), f"{s.solved}/{s.instances}", _t(s.sgm_total_s), _ratio(s.sgm_ratio_to_best),
+                  _t(s.sgm_first_incumbent_s), _t(s.sgm_optimum_found_s))
+    return t
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line of this run, canonical (what the Markdown page says regenerates it)."""
+    import shlex
+
+    parts = ["elasticopt", "bench"]
+    if args.suite:
+        parts += ["--suite", args.suite]
+    for flag, vals in (("--solver", args.solver), ("--family", args.family), ("--jobs", args.jobs),
+                       ("--gpus", args.gpus), ("--seeds", args.seeds), ("--family-option", args.family_option),
+                       ("--instances", args.instances)):
+        if vals:
+            parts += [flag] + [str(v) for v in vals]
+    for flag, val in (("--repeats", args.repeats), ("--time-limit-s", args.time_limit_s), ("--shift-s", args.shift_s),
+                      ("--order", None if args.order == "interleaved" else args.order), ("--out", args.out),
+                      ("--markdown", args.markdown)):
+        if val is not None:
+            parts += [flag, f"{val:g}" if isinstance(val, float) else str(val)]
+    for flag, on in (("--cross", args.cross), ("--no-warmup", args.no_warmup), ("--no-reduce", args.no_reduce),
+                     ("--no-lp", args.no_lp), ("--no-plots", args.no_plots)):
+        if on:
+            parts.append(flag)
+    return shlex.join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``elasticopt bench``; see the module docstring for exit codes."""
     specs = _specs(args)
-    solvers = resolve_solvers(args.solver)  # fail on unknown names before any work
-    limit = args.time_limit_s if args.time_limit_s and args.time_limit_s > 0 else None
+    suite = get_suite(args.suite) if args.suite else None
+    solver_arg = args.solver if args.solver or suite is None else suite.installed_solvers()
+    solvers = resolve_solvers(solver_arg)  # fail on unknown names before any work
+    if args.repeats is None:
+        args.repeats = suite.repeats if suite else 3
+    limit_arg = args.time_limit_s if args.time_limit_s is not None else (suite.time_limit_s if suite else 60.0)
+    limit = limit_arg if limit_arg and limit_arg > 0 else None
+    shift = args.shift_s if args.shift_s is not None else (suite.shift_s if suite else DEFAULT_SHIFT_S)
+    if not shift > 0:
+        raise ValidationError("--shift-s", "a number of seconds > 0", args.shift_s)
     console = Console(width=max(Console().width, 160))
     console.print(f"[bold]{len(specs)}[/] instance(s) x [bold]{len(solvers)}[/] solver(s) "
                   f"({escape(', '.join(s.label for s in solvers))}), {args.repeats} repeat(s)"
@@ -184,8 +250,11 @@ def run(args: argparse.Namespace) -> int:
                 bar.refresh()
 
         result = run_benchmark(solvers, specs, repeats=args.repeats, warmup=not args.no_warmup, order=args.order,
-                               time_limit_s=limit, reduce=not args.no_reduce, progress=on_event)
+                               time_limit_s=limit, reduce=not args.no_reduce, progress=on_event,
+                               lp_relaxation=not args.no_lp)
     console.print(summary_table(result))
+    if result.rows:
+        console.print(solver_table(result, shift))
     shown = result.instances[:MAX_INSTANCE_LINES]
     for rec in shown:
         if rec.best_objective is None:
@@ -194,9 +263,11 @@ def run(args: argparse.Namespace) -> int:
             best = f"best proven objective: integer {rec.best_objective}"
         else:  # the objective value first, then the scaled integer the solvers compare
             best = f"best proven objective {rec.best_value:.6f} (integer {rec.best_objective})"
-        console.print(f"{rec.name}: n={rec.n}, G={rec.G}, table {rec.options} options (of {rec.options_before}) "
-                      f"x {rec.capacity + 1} capacities = {rec.dp_ops:.3g} DP ops, compile {_t(rec.compile_s)} "
-                      f"+ reduce {_t(rec.reduce_s)}; {best}", highlight=False)
+        lp = "" if rec.lp_gap is None else f"; LP gap {rec.lp_gap:.2e}"
+        console.print(f"{rec.name}: n={rec.n}, G={rec.G}, table {rec.options} options (of {rec.options_before}, "
+                      f"{rec.options_removed} removed by the reductions) x {rec.capacity + 1} capacities = "
+                      f"{rec.dp_ops:.3g} DP ops, compile {_t(rec.compile_s)} + reduce {_t(rec.reduce_s)}; {best}{lp}",
+                      highlight=False)
     if len(result.instances) > len(shown):
         console.print(f"... {len(result.instances) - len(shown)} more instance(s) in results.json", highlight=False)
     for line in result.disagreements:
@@ -207,8 +278,22 @@ def run(args: argparse.Namespace) -> int:
     for r in result.errors:
         console.print(f"[yellow]ERROR {escape(r.instance)} {escape(r.solver)} #{r.repeat}: {escape(r.message)}[/]", highlight=False)
     if args.out:
-        paths = write_results(result, args.out, plots=not args.no_plots)
+        paths = write_results(result, args.out, plots=not args.no_plots, shift_s=shift)
         console.print("wrote " + ", ".join(str(p) for p in paths), highlight=False)
+        prof = [p for p in paths if p.stem == "performance_profile" and p.suffix != ".csv"]
+        if prof:
+            console.print(f"performance profile: {prof[0]} (data: {prof[0].with_suffix('.csv')})", highlight=False)
+    if args.markdown:
+        from pathlib import Path
+
+        from elasticopt._io import atomic_write_text
+        from elasticopt.benchmarking.markdown import markdown_report
+
+        ran = {s.name for s in specs}
+        not_run = [s.name for s in suite.instances() if s.name not in ran] if suite else []
+        page = markdown_report(result, command=_command(args), shift_s=shift, suite=suite, not_run=not_run,
+                               files_dir=args.out or None, page_path=args.markdown)
+        console.print(f"wrote {atomic_write_text(Path(args.markdown), page)}", highlight=False)
     console.print(f"DP ops/s fraction is of the {REFERENCE_OPS_PER_S:.1e} int64 max-plus ops/s "
                   "one-core reference (docs/design.md §3).", highlight=False)
     if result.settings.get("interrupted"):
