@@ -32,6 +32,7 @@ from elasticopt.models.instance_v2 import (
     problem_from_dict_2,
     problem_to_dict_2,
 )
+from elasticopt.models import rules
 from elasticopt.models.fastload import fast_parse, fast_valid
 from elasticopt.models.jsontext import check_values, describe, loads
 from elasticopt.models.problem import Cluster, Job, Problem, Running
@@ -150,12 +151,8 @@ def _has_option(job: Job) -> bool:
     """Whether ``job`` has a feasible option (:meth:`Job.options`), without building the list for measured points."""
     tp = job.throughput
     if type(tp) is MeasuredThroughput:
-        gmax = job.gpus_max if job.gpus_max is not None else 1 << 30
-        return any(
-            job.gpus_min <= k <= gmax and job.batch_min <= b <= job.batch_max and b % k == 0
-            and b // k <= job.max_local
-            for k, b in tp.points
-        )
+        lim = rules.limits(job)
+        return any(rules.fits(k, b, *lim) for k, b in tp.points)
     try:
         return _profile_has_option(tp, (job.batch_min, job.batch_max, job.max_local, job.gpus_min, job.gpus_max))
     except TypeError:  # an unhashable model: ask it directly
@@ -207,8 +204,7 @@ def _job_from_dict(d: dict[str, Any], i: int, file: str) -> Job:
         raise InstanceError(
             file,
             where,
-            "at least one feasible option (k, b): gpus.min <= k <= gpus.max, batch.min <= b <= batch.max, "
-            "k divides b, b/k <= batch.max_local, and a known throughput",
+            f"at least one feasible option (k, b): {rules.RULE}, and a known throughput",
             f"none for job {job.id!r}",
             "widen the batch or GPU range, raise batch.max_local, or add throughput points",
         )

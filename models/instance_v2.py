@@ -24,6 +24,7 @@ from importlib import resources
 from typing import Any
 
 from elasticopt.errors import InstanceError, ValidationError
+from elasticopt.models import rules
 from elasticopt.models.problem import DEFAULT_TYPE, Cluster, Job, Pool, Problem, Running
 from elasticopt.models.throughput import MeasuredThroughput
 
@@ -194,8 +195,8 @@ def problem_from_dict_2(data: dict[str, Any], file: str, validate: Any, resolve:
         ):
             raise InstanceError(
                 file, f"jobs[{i}]",
-                "at least one feasible option (type, k, b): gpus.min <= k <= gpus.max, batch.min <= b <= batch.max, "
-                "k divides b, b/k <= batch.max_local, a known throughput, and a type it may use",
+                f"at least one feasible option (type, k, b): {rules.RULE}, a known throughput, "
+                "and a type it may use",
                 f"none for job {job.id!r}",
             )
         jobs.append(job)

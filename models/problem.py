@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from elasticopt.errors import ValidationError
+from elasticopt.models import rules
 from elasticopt.models.cluster import DEFAULT_TYPE, Cluster, Pool, check_int
 from elasticopt.models.throughput import ThroughputModel
 
@@ -210,19 +211,13 @@ class Job:
             return self.throughput.get(gpu_type)
         return self.throughput
 
-    def _allowed(self, gpus: int, batch: int) -> bool:
-        if gpus < self.gpus_min or (self.gpus_max is not None and gpus > self.gpus_max):
-            return False
-        if not (self.batch_min <= batch <= self.batch_max):
-            return False
-        return batch % gpus == 0 and batch // gpus <= self.max_local
-
     def is_feasible(self, gpus: int, batch: int, gpu_type: str | None = None) -> bool:
         """Whether (k, b) is a feasible option for this job (docs/design.md §2), ignoring capacity.
 
-        ``gpu_type`` None: the job's single throughput model (one-type jobs).
+        The rule (:mod:`elasticopt.models.rules`) and a known throughput; ``gpu_type`` None: the
+        job's single throughput model (one-type jobs).
         """
-        if not self._allowed(gpus, batch):
+        if not rules.allows(self, gpus, batch, gpu_type):
             return False
         model = self._single_model() if gpu_type is None else self.model_for(gpu_type)
         if model is None:
@@ -278,19 +273,18 @@ class Job:
                 out.append(Option(t, k, b, False, sps))
             packed_pts = getattr(model, "packed", None)
             if packed_pts:
+                lim = rules.limits(self, cap)
                 for (k, b), sps in packed_pts.items():
-                    if k <= cap and self._allowed(k, b):
+                    if rules.fits(k, b, *lim):
                         out.append(Option(t, k, b, True, float(sps)))
         return sorted(set(out), key=lambda o: (o.gpu_type, o.gpus, o.batch, o.packed))
 
 
 def _model_options(job: Job, model: Any, gpus_cap: int | None) -> list[tuple[int, int, float]]:
-    k_hi = job.gpus_max if job.gpus_max is not None else (1 << 30)
-    if gpus_cap is not None:
-        k_hi = min(k_hi, gpus_cap)
+    lim = rules.limits(job, gpus_cap)
     out = set()
-    for k, b in model.candidates(k_hi, job.batch_min, job.batch_max):
-        if k <= k_hi and job._allowed(k, b):
+    for k, b in model.candidates(lim[1], job.batch_min, job.batch_max):
+        if rules.fits(k, b, *lim):
             t = model.samples_per_s(k, b)
             if t is not None and math.isfinite(t) and t > 0:
                 out.add((k, b, float(t)))

@@ -27,6 +27,7 @@ import numpy as np
 from elasticopt.errors import ValidationError
 from elasticopt.models import Cluster
 from elasticopt.models.problem import Pool
+from elasticopt.models.rules import fits
 from elasticopt.scheduling.executor import JobSpec
 from elasticopt.scheduling.workload_generator import philly_shapes
 
@@ -106,7 +107,7 @@ def _submitted(model, k: int, cap: int, rng: np.random.Generator, bmin: int, bma
     """A feasible (k', b) on ``model``: k' the largest power of two <= k that has one, else the smallest above."""
     sizes = [k >> i for i in range(k.bit_length())] + [k << i for i in range(1, 31) if k << i <= cap]
     for kk in sizes:
-        opts = sorted(b for c, b in model.candidates(kk, bmin, bmax) if c == kk and b % kk == 0 and b // kk <= mloc
+        opts = sorted(b for c, b in model.candidates(kk, bmin, bmax) if c == kk and fits(kk, b, kk, kk, bmin, bmax, mloc)
                       and (model.samples_per_s(kk, b) or 0) > 0)
         if opts:
             return kk, int(opts[rng.integers(0, len(opts))])

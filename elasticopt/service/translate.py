@@ -37,6 +37,7 @@ from elasticopt.models import OBJECTIVES, Problem, problem_from_dict
 from elasticopt.models.instance_v2 import FORMAT_2
 from elasticopt.models import Cluster, Job, MeasuredThroughput, Running
 from elasticopt.models.problem import DEFAULT_TYPE, Pool
+from elasticopt.models.rules import divides
 from elasticopt.service.protocol import ServiceError, finite
 
 __all__ = ["Translation", "ValueJob", "PoolNodes", "translate", "VALUES"]
@@ -122,7 +123,7 @@ def _value_rows(jd: dict[str, Any], i: int, pools: dict[str, PoolNodes], allowed
             raise ServiceError("invalid_request", f"{p}.pool: expected a pool of the cluster", f"{p}.pool",
                                "one of " + ", ".join(map(repr, pools)), t)
         k, b = opt["gpus"], opt.get("batch", opt["gpus"])
-        if b % k:
+        if not divides(k, b):
             raise ServiceError("invalid_request", f"{p}.batch: expected a multiple of gpus ({k})", f"{p}.batch",
                                f"a multiple of gpus ({k})", b)
         span, tight = opt.get("nodes"), -(-k // pools[t].gpus_per_node)
