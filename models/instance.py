@@ -25,7 +25,9 @@ from typing import Any
 from elasticopt._io import atomic_write_text
 from elasticopt.errors import InstanceError, ValidationError, format_path
 from elasticopt.models.instance_v2 import (
+    FORMAT_1_FIELDS,
     FORMAT_2,
+    check_objective,
     instance_schema_2,
     needs_format_2,
     profile_efficiency,
@@ -257,6 +259,7 @@ def problem_from_dict(data: Any, file: str = "<memory>", *, _screened: bool = Fa
             raise
         return problem_from_dict_2(data, file, validate, _resolve_profile)
     validate(data, instance_schema())
+    check_objective(data.get("objective", "speedup"), file, FORMAT_1_FIELDS)
     cl = data["cluster"]
     try:
         cluster = Cluster(cl["gpus"], cl.get("gpus_per_node", 8))

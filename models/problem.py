@@ -17,12 +17,14 @@ from typing import Any
 from elasticopt.errors import ValidationError
 from elasticopt.models import rules
 from elasticopt.models.cluster import DEFAULT_TYPE, Cluster, Pool, check_int
+from elasticopt.models.objectives import get_objective, objective_names
 from elasticopt.models.throughput import ThroughputModel
 
 __all__ = ["Cluster", "Pool", "Running", "Job", "Option", "Problem", "OBJECTIVES", "DEFAULT_TYPE"]
 
-#: The separable objectives of docs/design.md §2 (their formulas: ``models/table.py`` OBJECTIVE_VALUES).
-OBJECTIVES: tuple[str, ...] = ("speedup", "throughput", "completion", "goodput", "value")
+#: The objectives elasticopt ships (docs/design.md §2); each is an object of the registry in
+#: ``models/objectives.py``, which also holds any registered later (``objective_names()``).
+OBJECTIVES: tuple[str, ...] = objective_names()
 
 
 
@@ -302,9 +304,11 @@ class Problem:
     jobs
         The jobs, queued and running; ids must be unique.
     objective
-        ``"speedup"`` (default), ``"throughput"``, ``"completion"`` or
-        ``"goodput"`` (speedup of T(k, b) * E(b)) or ``"value"`` (the caller's
-        own value per option, ``Job.values``).
+        The name of a registered objective (``models/objectives.py``):
+        ``"speedup"`` (default), ``"throughput"``, ``"completion"``,
+        ``"goodput"`` (speedup of T(k, b) * E(b)), ``"value"`` (the caller's
+        own value per option, ``Job.values``) or one registered with
+        :func:`~elasticopt.models.objectives.register_objective`.
     allow_preemption
         Whether running jobs may be sent back to the queue (idle option).
     rescale_penalty
@@ -331,8 +335,7 @@ class Problem:
         object.__setattr__(self, "jobs", tuple(self.jobs))
         if not isinstance(self.cluster, Cluster):
             raise ValidationError("cluster", "a Cluster", type(self.cluster).__name__)
-        if self.objective not in OBJECTIVES:
-            raise ValidationError("objective", f"one of {', '.join(OBJECTIVES)}", self.objective)
+        requires = get_objective(self.objective).requires  # ValidationError naming the registered ones
         pen = float(self.rescale_penalty)
         if not (math.isfinite(pen) and pen >= 0):
             raise ValidationError("rescale_penalty", "a finite number >= 0", self.rescale_penalty)
@@ -343,12 +346,9 @@ class Problem:
             if job.id in seen:
                 raise ValidationError(f"jobs[{i}].id", f"a unique id (jobs[{seen[job.id]}] has it too)", job.id)
             seen[job.id] = i
-            if self.objective == "completion" and job.remaining_samples is None:
-                raise ValidationError(
-                    f"jobs[{i}].remaining_samples", "a number (objective 'completion' divides by it)", None
-                )
-            if self.objective == "value" and job.values is None:
-                raise ValidationError(f"jobs[{i}].values", "caller values (objective 'value' uses them)", None)
+            for fld, what in requires.items():
+                if getattr(job, fld) is None:
+                    raise ValidationError(f"jobs[{i}].{fld}", what, None)
             types = self.cluster.types
             for t in job.types or ():
                 if t not in types:

@@ -26,6 +26,7 @@ import numpy as np
 
 from elasticopt.errors import ValidationError
 from elasticopt.models import Cluster
+from elasticopt.models.cluster import pool_from_dict
 from elasticopt.models.problem import Pool
 from elasticopt.models.rules import fits
 from elasticopt.scheduling.executor import JobSpec
@@ -57,7 +58,7 @@ def _file_pools(path: Path) -> dict[str, Pool]:
     for t, p in pools_doc.items():
         if not isinstance(p, dict) or not all(isinstance(p.get(f), int) and p.get(f) > 0 for f in ("nodes", "gpus_per_node")):
             raise ValidationError(f"{path}: pools.{t}", '{"nodes": N >= 1, "gpus_per_node": G >= 1}', p)
-        pools[t] = Pool(p["nodes"], p["gpus_per_node"])
+        pools[t] = pool_from_dict(p, f"{path}: pools.{t}")  # every Pool field; an unknown one is an error
     return pools
 
 
