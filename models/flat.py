@@ -19,7 +19,7 @@ from elasticopt.errors import ValidationError
 from elasticopt.models.objectives import OptionRows, get_objective, values_of
 from elasticopt.models.options import option_blocks
 from elasticopt.models.problem import Pool, Problem
-from elasticopt.models.throughput import MeasuredThroughput
+from elasticopt.profiles.throughput import MeasuredThroughput
 
 __all__ = ["FlatOptions", "compile_flat", "pick_scale", "tie_bonus", "DEFAULT_SCALE", "MAX_TOTAL"]
 

@@ -38,7 +38,7 @@ from elasticopt.models import rules
 from elasticopt.models.fastload import fast_parse, fast_valid
 from elasticopt.models.jsontext import check_values, describe, loads
 from elasticopt.models.problem import Cluster, Job, Problem, Running
-from elasticopt.models.throughput import MeasuredThroughput, ThroughputModel
+from elasticopt.profiles.throughput import MeasuredThroughput, ThroughputModel
 
 __all__ = ["FORMAT", "load_instance", "save_instance", "problem_from_dict", "problem_to_dict", "dumps_instance", "instance_schema"]
 

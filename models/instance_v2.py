@@ -29,7 +29,7 @@ from elasticopt.models.cluster import pool_from_dict, pool_to_dict
 from elasticopt.models.jsontext import describe
 from elasticopt.models.objectives import get_objective, objective_names
 from elasticopt.models.problem import DEFAULT_TYPE, Cluster, Job, Pool, Problem, Running
-from elasticopt.models.throughput import MeasuredThroughput
+from elasticopt.profiles.throughput import MeasuredThroughput
 
 __all__ = ["FORMAT_2", "instance_schema_2", "problem_from_dict_2", "problem_to_dict_2", "needs_format_2"]
 

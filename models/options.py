@@ -19,7 +19,7 @@ import numpy as np
 
 from elasticopt.models.problem import Pool, Problem
 from elasticopt.models.rules import NO_LIMIT, fits, fits_array
-from elasticopt.models.throughput import MeasuredThroughput
+from elasticopt.profiles.throughput import MeasuredThroughput
 
 __all__ = ["option_blocks", "Block", "OptionIndex"]
 

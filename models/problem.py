@@ -18,7 +18,7 @@ from elasticopt.errors import ValidationError
 from elasticopt.models import rules
 from elasticopt.models.cluster import DEFAULT_TYPE, Cluster, Pool, check_int
 from elasticopt.models.objectives import get_objective, objective_names
-from elasticopt.models.throughput import ThroughputModel
+from elasticopt.profiles.throughput import ThroughputModel
 
 __all__ = ["Cluster", "Pool", "Running", "Job", "Option", "Problem", "OBJECTIVES", "DEFAULT_TYPE"]
 

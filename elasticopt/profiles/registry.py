@@ -19,7 +19,7 @@ from typing import Any
 from importlib import resources
 
 from elasticopt.errors import DuplicateNameError, ValidationError
-from elasticopt.models.throughput import ThroughputModel
+from elasticopt.profiles.throughput import ThroughputModel
 from elasticopt.profiles.parametric import ParametricProfile
 
 __all__ = [

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from elasticopt.models.throughput import ThroughputModel
+from elasticopt.profiles.throughput import ThroughputModel
 
 __all__ = ["JobSpec", "Phase", "JobProgress", "ExecutorListener", "Executor"]
 
