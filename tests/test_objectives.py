@@ -172,3 +172,36 @@ def test_the_incremental_path_keeps_no_formula_of_its_own():
     assert not names & {"_speedup", "_goodput", "_completion", "_throughput"}
     src = (ROOT / "elasticopt" / "scheduling" / "optioncache.py").read_text()
     assert "VECTOR_OBJECTIVES: dict[str, Callable[[Columns], np.ndarray]] = {}" in src
+
+
+def test_changing_an_objective_changes_every_path():
+    """Replace ``speedup`` by a wrapper that counts its calls: the compile, verify, the incremental
+    table and the greedy policy all run it (no path keeps a formula of its own)."""
+    from elasticopt.scheduling import SimulationConfig, get_policy, simulate
+    from elasticopt.scheduling.policies.elastic import ElasticPolicy
+    from elasticopt.scheduling.workload_generator import generate_workload
+
+    original = get_objective("speedup")
+    calls = {"n": 0}
+
+    def counted(rows, jobs):
+        calls["n"] += 1
+        return original.values(rows, jobs)
+
+    register_objective(Objective("speedup", counted, original.doc, original.requires), replace=True)
+    try:
+        p = Problem(Cluster(4, 4), (_job(),))
+        sol = elasticopt.solve(p, "numpy-dp")
+        assert calls["n"] >= 1
+        n = calls["n"]
+        assert elasticopt.verify(p, sol).ok and calls["n"] > n
+        jobs = generate_workload(10, 8, 1.0, seed=1)
+        for pol in (ElasticPolicy(), get_policy("greedy")):
+            n = calls["n"]
+            if isinstance(pol, ElasticPolicy):
+                assert pol._uses_cache()
+            simulate(jobs, pol, SimulationConfig(gpus=8, gpus_per_node=4))
+            assert calls["n"] > n, pol.name
+    finally:
+        register_objective(original, replace=True)
+    assert get_objective("speedup") is original
