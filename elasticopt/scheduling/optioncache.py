@@ -62,14 +62,17 @@ class Columns:
 class _CacheJobs:
     """:class:`~elasticopt.models.objectives.JobColumns` of the cached rows (the valid options, flat)."""
 
-    def __init__(self, c: Columns, e: np.ndarray):
+    def __init__(self, c: Columns, src: np.ndarray):
         self.n = c.w.size
         self.weight = c.w
-        self.remaining = np.where(c.rem > 0, c.rem, np.nan)
-        self._e = e
+        self._c, self._src = c, src
+
+    @property
+    def remaining(self) -> np.ndarray:
+        return np.where(self._c.rem > 0, self._c.rem, np.nan)
 
     def efficiency(self, rows: OptionRows) -> np.ndarray:
-        return self._e
+        return self._c.e.ravel()[self._src]
 
     def caller_values(self, rows: OptionRows) -> np.ndarray:
         raise ValidationError("objective", "an objective without caller values (the option cache has none)",
@@ -86,7 +89,7 @@ def _from_objective(obj: Objective) -> Callable[[Columns], np.ndarray]:
         rows = OptionRows(job, c.k.ravel()[src].astype(np.int64), c.b.ravel()[src].astype(np.int64),
                           c.t.ravel()[src], np.zeros(m, np.int64), np.zeros(m, bool), c.types)
         out = np.full(c.valid.shape, np.nan)
-        out.ravel()[src] = obj.values(rows, _CacheJobs(c, c.e.ravel()[src]))
+        out.ravel()[src] = obj.values(rows, _CacheJobs(c, src))
         return out
 
     return values
