@@ -24,7 +24,7 @@ from typing import Any
 
 from elasticopt._io import atomic_write_text
 from elasticopt.errors import InstanceError, ValidationError, format_path
-from elasticopt.models.instance_v2 import (
+from elasticopt.models.instance_format2 import (
     FORMAT_1_FIELDS,
     FORMAT_2,
     check_objective,

@@ -17,7 +17,7 @@ import pytest
 from elasticopt.errors import InstanceError, ValidationError
 from elasticopt.models import problem_from_dict, problem_to_dict
 from elasticopt.models.cluster import POOL_FIELDS, Pool, pool_from_dict, pool_to_dict
-from elasticopt.models.instance_v2 import instance_schema_2
+from elasticopt.models.instance_format2 import instance_schema_2
 
 
 def test_pool_round_trip_field_by_field():

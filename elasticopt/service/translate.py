@@ -35,7 +35,7 @@ from elasticopt.errors import ValidationError
 from elasticopt.models import FORMAT as FORMAT_1
 from elasticopt.models import Problem, problem_from_dict
 from elasticopt.models.objectives import objective_names
-from elasticopt.models.instance_v2 import FORMAT_2
+from elasticopt.models.instance_format2 import FORMAT_2
 from elasticopt.models import Cluster, Job, MeasuredThroughput, Running
 from elasticopt.models.cluster import pool_from_dict
 from elasticopt.models.problem import DEFAULT_TYPE
