@@ -34,7 +34,7 @@ PROFILE_FORMAT = "elasticopt-profiles/1"
 
 
 def _factor(name: str, d: dict):
-    from elasticopt.profiles.factor import FactorProfile
+    from elasticopt.profiles.hetero_factor import FactorProfile
 
     return FactorProfile.from_dict(name, d)
 
