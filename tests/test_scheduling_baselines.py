@@ -9,7 +9,7 @@ from elasticopt.profiles.efficiency import StatisticalEfficiency
 from elasticopt.scheduling import SimulationConfig, get_policy, simulate
 from elasticopt.scheduling.executor import JobSpec, Phase
 from elasticopt.scheduling.state import JobState, Snapshot
-from elasticopt.scheduling.toy import toy_job
+from elasticopt.testing.toy import toy_job
 from elasticopt.solvers import solve
 
 
