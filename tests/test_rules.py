@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elasticopt.models import Job, MeasuredThroughput, rules
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.state import option_error
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,7 +29,7 @@ from elasticopt.models import Cluster
 from elasticopt.models.cluster import pool_from_dict
 from elasticopt.models.problem import Pool
 from elasticopt.models.rules import fits
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.workload_generator import philly_shapes
 
 __all__ = ["cluster_preset", "generate_hetero_workload"]

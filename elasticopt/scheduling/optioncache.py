@@ -27,7 +27,7 @@ from elasticopt.errors import DuplicateNameError, ValidationError
 from elasticopt.models import Cluster
 from elasticopt.models.objectives import Objective, OptionRows, get_objective, objective_names
 from elasticopt.models.table import OptionTable, pick_scale, tie_bonus
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.hysteresis import Hysteresis
 from elasticopt.scheduling.state import CachedThroughput, JobState, to_model_job
 

@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 
 from elasticopt.errors import InstanceError
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.state import option_error
 
 __all__ = ["POLLUX_JOB_SAMPLES", "import_pollux"]

@@ -17,7 +17,8 @@ from typing import Any
 
 from elasticopt.models import Cluster, Job, Running, rules
 from elasticopt.scheduling.actions import Option, Placed
-from elasticopt.scheduling.executor import JobSpec, Phase
+from elasticopt.scheduling.executor import Phase
+from elasticopt.scheduling.jobspec import JobSpec
 
 __all__ = [
     "JobState",

@@ -53,7 +53,7 @@ from typing import Any
 from elasticopt._io import atomic_write_text
 from elasticopt.errors import InstanceError, ValidationError
 from elasticopt.models import MeasuredThroughput
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.state import option_error
 
 __all__ = ["WORKLOAD_FORMAT", "COLUMNS", "load_workload", "save_workload", "job_from_dict", "job_to_dict"]

@@ -25,7 +25,7 @@ import numpy as np
 
 from elasticopt.errors import ValidationError
 from elasticopt.models.rules import fits
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 
 __all__ = ["PHILLY_FIT", "DEFAULT_NETWORKS", "JobShape", "philly_shapes", "generate_workload"]
 
