@@ -28,7 +28,7 @@ def test_pool_round_trip_field_by_field():
 
 
 @pytest.mark.parametrize("bad, path, words", [
-    ({"nodes": 2, "gpus_per_node": 4, "memory_gb": 80}, "p.memory_gb", "a pool field: nodes, gpus_per_node, free"),
+    ({"nodes": 2, "gpus_per_node": 4, "no_such_field": 80}, "p.no_such_field", "a pool field: nodes, gpus_per_node, free"),
     ({"nodes": 2}, "p.gpus_per_node", "present"),
     ({"nodes": -1, "gpus_per_node": 4}, "p.nodes", ">= 0"),
     ({"nodes": 1, "gpus_per_node": 4, "free": [[0, 0]]}, "p.free[0]", "distinct"),
@@ -66,7 +66,7 @@ def test_instance_loader_and_writer_carry_every_field():
     assert p.cluster.pools["a"].free == ((0, 2),)
     assert problem_to_dict(p)["cluster"] == doc["cluster"]
     bad = json.loads(json.dumps(doc))
-    bad["cluster"]["pools"]["b"]["memory_gb"] = 16
+    bad["cluster"]["pools"]["b"]["no_such_field"] = 16
     with pytest.raises(InstanceError) as e:
         problem_from_dict(bad, "f.json")
     assert e.value.path.startswith("cluster.pools.b") and e.value.file == "f.json"
@@ -78,8 +78,8 @@ def test_simulator_pools_file_refuses_unknown_fields(tmp_path):
     f = tmp_path / "pools.json"
     f.write_text(json.dumps({"pools": {"t4": {"nodes": 2, "gpus_per_node": 4, "free": [4, 2]}}}))
     assert parse_cluster(str(f)).pools["t4"].free == ((0, 1, 2, 3), (0, 1))  # carried, not dropped
-    f.write_text(json.dumps({"pools": {"t4": {"nodes": 2, "gpus_per_node": 4, "memory_gb": 16}}}))
-    with pytest.raises(ValidationError, match=r"pools\.t4\.memory_gb: expected a pool field"):
+    f.write_text(json.dumps({"pools": {"t4": {"nodes": 2, "gpus_per_node": 4, "no_such_field": 16}}}))
+    with pytest.raises(ValidationError, match=r"pools\.t4\.no_such_field: expected a pool field"):
         parse_cluster(str(f))
 
 
@@ -92,6 +92,6 @@ def test_service_values_path_builds_pools_by_the_same_reader():
                                             {"pool": "b", "gpus": 2, "value": 2.0}]}]}
     resp = AllocationService().handle(req)
     assert resp["ok"], resp
-    req["cluster"]["pools"]["b"]["memory_gb"] = 16  # not a field of requests: refused, not dropped
+    req["cluster"]["pools"]["b"]["no_such_field"] = 16  # not a field of requests: refused, not dropped
     resp = AllocationService().handle(req)
-    assert not resp["ok"] and "memory_gb" in json.dumps(resp)
+    assert not resp["ok"] and "no_such_field" in json.dumps(resp)
