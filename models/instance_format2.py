@@ -219,7 +219,7 @@ def check_objective(name: Any, file: str, carries: tuple[str, ...] | None = None
     fit = [n for n in known if carries is None or set(get_objective(n).requires) <= set(carries)]
     if name in fit:
         return
-    hint = None
+    hint = "the registered objectives (elasticopt.register_objective adds one)"
     if name in known:
         need = ", ".join(sorted(set(get_objective(name).requires) - set(carries or ())))
         hint = f"objective {name!r} needs job fields ({need}) that format 1 does not carry: write the file in format 2"
