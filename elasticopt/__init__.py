@@ -10,13 +10,15 @@ solvers that agree (docs/design.md). The public surface::
 
 and the simulation API (``simulate``, ``SimulationConfig``, the policies and
 ``register_policy``), ``register_solver`` for your own backend and
-``register_profile`` for your own throughput data; docs/api.md lists every
+``register_profile`` for your own throughput data, ``register_objective`` for
+your own objective; docs/api.md lists every
 name, docs/guides/ shows how to extend each registry.
 """
 
 import logging as _logging
 
 from elasticopt.errors import (
+    DuplicateNameError,
     ElasticoptError,
     InstanceError,
     SolverError,
@@ -38,6 +40,7 @@ from elasticopt.models import (
     reduce_table,
     save_instance,
 )
+from elasticopt.models.objectives import Objective, objective_names, register_objective
 from elasticopt.profiles import TabularProfile, get_profile, profile_names, read_throughput_csv, register_profile
 from elasticopt.scheduling import (
     Allocation,
@@ -78,6 +81,7 @@ __version__ = "0.1.0"
 __all__ = [
     # problems and solving
     "Cluster",
+    "DuplicateNameError",
     "ElasticoptError",
     "InstanceError",
     "Job",
@@ -107,6 +111,10 @@ __all__ = [
     "Backend",
     "Outcome",
     "register_solver",
+    # your own objective
+    "Objective",
+    "objective_names",
+    "register_objective",
     # your own throughput data
     "TabularProfile",
     "get_profile",

@@ -13,6 +13,7 @@ __all__ = [
     "ElasticoptError",
     "ValidationError",
     "InstanceError",
+    "DuplicateNameError",
     "SolverError",
     "SolverOptionError",
     "ModelTooLargeError",
@@ -105,6 +106,38 @@ class InstanceError(ValidationError):
 
     def _render(self) -> str:
         return f"{self.file}: {super()._render()}"
+
+
+class DuplicateNameError(ValidationError):
+    """A registry (solvers, policies, profiles, objectives) was given a name it already has.
+
+    Parameters
+    ----------
+    registry
+        What the registry holds, e.g. ``"solver"``.
+    name
+        The name asked for.
+    taken_by
+        What is registered under it now (described in the message).
+    """
+
+    def __init__(self, registry: str, name: str, taken_by: object):
+        self.registry = registry
+        self.name = name
+        article = "an" if registry[:1] in "aeiou" else "a"
+        super().__init__(f"{registry} name", f"{article} {registry} name not registered yet ({name!r} is taken by "
+                         f"{_describe_entry(taken_by)})", name,
+                         hint="pass replace=True to replace it, or choose another name")
+
+
+def _describe_entry(obj: object) -> str:
+    mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if mod and qual:
+        return f"{mod}.{qual}"
+    fn = getattr(obj, "values", None)  # an Objective: name its value function
+    if callable(fn) and getattr(fn, "__qualname__", None):
+        return f"{type(obj).__name__} {getattr(obj, 'name', '')!r} ({fn.__module__}.{fn.__qualname__})"
+    return short_repr(obj, 80)
 
 
 class SolverError(ElasticoptError):

@@ -43,7 +43,7 @@ from elasticopt.errors import ValidationError
 from elasticopt.generate_hetero import HETERO_FAMILIES
 from elasticopt.generate_hetero import build as build_hetero
 from elasticopt.models import Cluster, Job, MeasuredThroughput, Problem, Running
-from elasticopt.models.throughput import power_of_two_grid
+from elasticopt.profiles.throughput import power_of_two_grid
 from elasticopt.profiles import IterationTimeParams, ParametricProfile, get_profile, profile_names
 from elasticopt.profiles.grid import gpu_grid
 

@@ -15,7 +15,7 @@ from elasticopt.models.instance import (
 from elasticopt.models.problem import OBJECTIVES, Cluster, Job, Problem, Running
 from elasticopt.models.reductions import compile_reduced, reduce_table
 from elasticopt.models.table import OptionTable, compile_problem, job_values
-from elasticopt.models.throughput import MeasuredThroughput, ThroughputModel, power_of_two_grid
+from elasticopt.profiles.throughput import MeasuredThroughput, ThroughputModel, power_of_two_grid
 
 __all__ = [
     "FORMAT",

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from functools import cached_property
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
 from elasticopt.errors import ValidationError
 
-__all__ = ["Cluster", "Pool", "DEFAULT_TYPE", "check_int", "MAX_NODES", "MAX_GPUS_PER_NODE", "MAX_POOL_GPUS"]
+__all__ = ["Cluster", "Pool", "DEFAULT_TYPE", "POOL_FIELDS", "check_int", "pool_from_dict", "pool_to_dict",
+           "MAX_NODES", "MAX_GPUS_PER_NODE", "MAX_POOL_GPUS"]
 
 #: The GPU type of a cluster given as ``Cluster(gpus, gpus_per_node)`` (one pool).
 DEFAULT_TYPE = "gpu"
@@ -40,6 +42,11 @@ def check_int(path: str, value: object, lo: int, hi: int | None = None, limit: s
 @dataclass(frozen=True)
 class Pool:
     """The nodes of one GPU type: ``nodes`` nodes of ``gpus_per_node`` GPUs each.
+
+    Every attribute of a GPU type is a field here (with a default, so that
+    files without it still load): instance files, service requests and the
+    simulator's pool files are read by :func:`pool_from_dict` and written by
+    :func:`pool_to_dict`, field by field (docs/design.md §9 "add a GPU-type attribute").
 
     Parameters
     ----------
@@ -92,6 +99,66 @@ class Pool:
         if self.free is None:
             return self.nodes * self.gpus_per_node
         return sum(len(n) for n in self.free)
+
+
+#: The fields of a pool, as files name them: :class:`Pool`'s own (a new GPU-type attribute is a new field of
+#: ``Pool``; the instance loader and writer, the service and the simulator's pool files read them from here).
+POOL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Pool))
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def pool_from_dict(d: Mapping[str, Any], where: str = "pool") -> Pool:
+    """The :class:`Pool` a file describes: its fields by name (``free``: per node GPU indices, or their number).
+
+    Raises :class:`ValidationError` at ``where.FIELD`` for an unknown field (listing the known ones) or a
+    value a pool refuses.
+    """
+    unknown = [k for k in d if k not in POOL_FIELDS]
+    if unknown:
+        raise ValidationError(f"{where}.{unknown[0]}", "a pool field: " + ", ".join(POOL_FIELDS), unknown[0],
+                              hint="a new GPU-type attribute is a field of models.cluster.Pool")
+    for req in ("nodes", "gpus_per_node"):
+        if req not in d:
+            raise ValidationError(f"{where}.{req}", "this field to be present", "nothing")
+    kw = dict(d)
+    free, g = kw.get("free"), kw["gpus_per_node"]
+    if free is not None:
+        ok = isinstance(free, (list, tuple)) and all(
+            _is_int(f) or (isinstance(f, (list, tuple)) and all(_is_int(x) and x >= 0 for x in f)) for f in free)
+        if not ok:
+            raise ValidationError(f"{where}.free", "per node a list of free GPU indices, or their number", free)
+        if len(free) != kw["nodes"]:
+            raise ValidationError(f"{where}.free", f"one entry per node ({kw['nodes']})", f"{len(free)} entries")
+        out = []
+        for i, f in enumerate(free):
+            if isinstance(f, int):
+                if f > g:
+                    raise ValidationError(f"{where}.free[{i}]", f"at most gpus_per_node ({g}) free GPUs", f)
+                out.append(tuple(range(f)))
+            else:
+                if len(set(f)) != len(f) or any(x >= g for x in f):
+                    raise ValidationError(f"{where}.free[{i}]", f"distinct GPU indices in 0..{g - 1}", f)
+                out.append(tuple(f))
+        kw["free"] = tuple(out)
+    try:
+        return Pool(**kw)
+    except ValidationError as exc:
+        path = exc.path[len("pool"):] if exc.path.startswith("pool") else "." + exc.path
+        raise ValidationError(where + path, exc.expected, exc.found, exc.hint) from None
+
+
+def pool_to_dict(pool: Pool) -> dict[str, Any]:
+    """A pool as files write it: ``nodes``, ``gpus_per_node``, and every other field not at its default."""
+    out: dict[str, Any] = {"nodes": pool.nodes, "gpus_per_node": pool.gpus_per_node}
+    for f in fields(Pool):
+        v = getattr(pool, f.name)
+        if f.name in out or (f.default is not MISSING and v == f.default):
+            continue
+        out[f.name] = [list(ix) for ix in v] if f.name == "free" else v
+    return out
 
 
 def _single_pool(gpus: int, gpus_per_node: int) -> Pool:

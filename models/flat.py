@@ -16,10 +16,10 @@ from operator import attrgetter
 import numpy as np
 
 from elasticopt.errors import ValidationError
-from elasticopt.models.objectives import OptionRows, values_of
+from elasticopt.models.objectives import OptionRows, get_objective, values_of
 from elasticopt.models.options import option_blocks
 from elasticopt.models.problem import Pool, Problem
-from elasticopt.models.throughput import MeasuredThroughput
+from elasticopt.profiles.throughput import MeasuredThroughput
 
 __all__ = ["FlatOptions", "compile_flat", "pick_scale", "tie_bonus", "DEFAULT_SCALE", "MAX_TOTAL"]
 
@@ -131,11 +131,12 @@ def _overflow_error(problem: Problem, rows: OptionRows, value: np.ndarray, exc: 
     j = int(rows.job[i])
     job = problem.jobs[j]
     k, b, t, v = int(rows.gpus[i]), int(rows.batch[i]), float(rows.samples_per_s[i]), float(value[i])
-    if problem.objective == "value":
+    requires = get_objective(problem.objective).requires
+    if "values" in requires:
         path, found = f"jobs[{j}].values", v / job.weight
     elif job.weight != 1.0:
         path, found = f"jobs[{j}].weight", job.weight
-    elif problem.objective == "completion" and job.remaining_samples is not None and job.remaining_samples < 1:
+    elif "remaining_samples" in requires and job.remaining_samples is not None and job.remaining_samples < 1:
         path, found = f"jobs[{j}].remaining_samples", job.remaining_samples
     elif isinstance(job.throughput, MeasuredThroughput):
         path, found = f"jobs[{j}].throughput", [k, b, t]  # the row's index in the file is not kept

@@ -24,18 +24,21 @@ from typing import Any
 
 from elasticopt._io import atomic_write_text
 from elasticopt.errors import InstanceError, ValidationError, format_path
-from elasticopt.models.instance_v2 import (
+from elasticopt.models.instance_format2 import (
+    FORMAT_1_FIELDS,
     FORMAT_2,
+    check_objective,
     instance_schema_2,
     needs_format_2,
     profile_efficiency,
     problem_from_dict_2,
     problem_to_dict_2,
 )
+from elasticopt.models import rules
 from elasticopt.models.fastload import fast_parse, fast_valid
 from elasticopt.models.jsontext import check_values, decode, describe, loads, read_bytes
 from elasticopt.models.problem import Cluster, Job, Problem, Running
-from elasticopt.models.throughput import MeasuredThroughput, ThroughputModel
+from elasticopt.profiles.throughput import MeasuredThroughput, ThroughputModel
 
 __all__ = ["FORMAT", "load_instance", "save_instance", "problem_from_dict", "problem_to_dict", "dumps_instance", "instance_schema"]
 
@@ -150,12 +153,8 @@ def _has_option(job: Job) -> bool:
     """Whether ``job`` has a feasible option (:meth:`Job.options`), without building the list for measured points."""
     tp = job.throughput
     if type(tp) is MeasuredThroughput:
-        gmax = job.gpus_max if job.gpus_max is not None else 1 << 30
-        return any(
-            job.gpus_min <= k <= gmax and job.batch_min <= b <= job.batch_max and b % k == 0
-            and b // k <= job.max_local
-            for k, b in tp.points
-        )
+        lim = rules.limits(job)
+        return any(rules.fits(k, b, *lim) for k, b in tp.points)
     try:
         return _profile_has_option(tp, (job.batch_min, job.batch_max, job.max_local, job.gpus_min, job.gpus_max))
     except TypeError:  # an unhashable model: ask it directly
@@ -207,8 +206,7 @@ def _job_from_dict(d: dict[str, Any], i: int, file: str) -> Job:
         raise InstanceError(
             file,
             where,
-            "at least one feasible option (k, b): gpus.min <= k <= gpus.max, batch.min <= b <= batch.max, "
-            "k divides b, b/k <= batch.max_local, and a known throughput",
+            f"at least one feasible option (k, b): {rules.RULE}, and a known throughput",
             f"none for job {job.id!r}",
             "widen the batch or GPU range, raise batch.max_local, or add throughput points",
         )
@@ -261,6 +259,7 @@ def problem_from_dict(data: Any, file: str = "<memory>", *, _screened: bool = Fa
             raise
         return problem_from_dict_2(data, file, validate, _resolve_profile)
     validate(data, instance_schema())
+    check_objective(data.get("objective", "speedup"), file, FORMAT_1_FIELDS)
     cl = data["cluster"]
     try:
         cluster = Cluster(cl["gpus"], cl.get("gpus_per_node", 8))

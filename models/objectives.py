@@ -1,36 +1,52 @@
-"""The separable objectives (docs/design.md §2): per option a value v, computed for many jobs at once.
+"""The separable objectives (docs/design.md §2): one object per objective, in one registry.
 
-An objective is one entry of :data:`OBJECTIVE_VALUES`: a function of the
-problem, the jobs and their options flattened into :class:`OptionRows`,
-returning v per option (nan: the objective does not offer that option).
-:func:`job_values` applies the same function to one job's options, so the
-compiled table and the independent checks (``verify``, brute force) share one
-definition.
+An objective is an :class:`Objective`: its name, the job fields it needs
+(``requires``), its documentation and one array value function over all
+options of all jobs at once, ``values(rows, jobs) -> v`` per option (nan: the
+objective does not offer that option).  Every path reads the registry: the
+compile (:func:`values_of`), the independent checks (``verify``, brute force,
+through :func:`job_values`), the scheduler's incremental table
+(``scheduling/optioncache.py``), the instance loaders, the service and the
+command line.  A new objective is one :func:`register_objective` call
+(docs/guides/own-objective.md).
+
+The value function sees the options as :class:`OptionRows` and the jobs as
+:class:`JobColumns` (weights, remaining work, statistical efficiency, caller
+values), so that the same function serves a :class:`~elasticopt.models.Problem`
+and the scheduler's cached rows alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from operator import attrgetter
+from types import MappingProxyType
+from typing import Any, Protocol
 
 import numpy as np
 
-from elasticopt.models.problem import Job, Option, Problem
+from elasticopt.errors import DuplicateNameError, ValidationError
 
-__all__ = ["OptionRows", "OBJECTIVE_VALUES", "job_values", "current_key", "values_of"]
+__all__ = ["Objective", "OptionRows", "JobColumns", "ModelJobs", "register_objective", "get_objective",
+           "objective_names", "per_gpu_best", "job_values", "current_key", "values_of", "JOB_FIELDS"]
 
 _WEIGHT = attrgetter("weight")
+
+#: The job fields an objective may require (``Objective.requires``), as instance files name them.
+JOB_FIELDS: tuple[str, ...] = ("remaining_samples", "values", "efficiency")
 
 
 @dataclass(frozen=True)
 class OptionRows:
-    """Options of several jobs, flattened: option i belongs to ``jobs[job[i]]``.
+    """Options of several jobs, flattened: option i belongs to job ``job[i]``.
 
     Attributes
     ----------
     job
-        ``job[i]``: index (into the ``jobs`` passed alongside) of the job of option i.
+        ``job[i]``: index (into the jobs passed alongside) of the job of option i.
     gpus, batch, samples_per_s
         k, b and T(k, b) of option i.
     gpu_type
@@ -50,10 +66,10 @@ class OptionRows:
     types: tuple[str, ...]
 
     @classmethod
-    def of(cls, problem: Problem, opts: Sequence) -> "OptionRows":
-        """The options of one job: :class:`Option` objects or ``(k, b, samples_per_s)`` tuples (one type)."""
+    def of(cls, problem: Any, opts: Sequence) -> "OptionRows":
+        """The options of one job: ``Option`` objects (``Job.typed_options``) or ``(k, b, samples_per_s)`` tuples."""
         types = problem.cluster.types
-        if opts and isinstance(opts[0], Option):
+        if opts and hasattr(opts[0], "gpu_type"):
             tindex = {t: i for i, t in enumerate(types)}
             k = [o.gpus for o in opts]
             b = [o.batch for o in opts]
@@ -71,64 +87,205 @@ class OptionRows:
                    np.asarray(t, dtype=np.float64), np.asarray(ty, dtype=np.int64), np.asarray(p, dtype=bool), types)
 
 
-def _weights(jobs: Sequence[Job]) -> np.ndarray:
-    return np.fromiter(map(_WEIGHT, jobs), dtype=np.float64, count=len(jobs))
+class JobColumns(Protocol):
+    """What an objective sees of the jobs (``n`` of them), per job or per option of :class:`OptionRows`."""
+
+    @property
+    def n(self) -> int:
+        """Number of jobs."""
+        ...
+
+    @property
+    def weight(self) -> np.ndarray:
+        """``[n]``: the weight w_j."""
+        ...
+
+    @property
+    def remaining(self) -> np.ndarray:
+        """``[n]``: the remaining work (samples, or the scheduler's progress units); nan where unknown."""
+        ...
+
+    def efficiency(self, rows: OptionRows) -> np.ndarray:
+        """Per option the job's statistical efficiency E(b) (1 where the job has none)."""
+        ...
+
+    def caller_values(self, rows: OptionRows) -> np.ndarray:
+        """Per option the caller's value of it (``Job.values``; nan where none)."""
+        ...
 
 
-def _v_speedup(problem: Problem, jobs: Sequence[Job], rows: OptionRows) -> np.ndarray:
+class ModelJobs:
+    """:class:`JobColumns` of a sequence of :class:`~elasticopt.models.Job` (read on first use)."""
+
+    def __init__(self, jobs: Sequence[Any]):
+        self.jobs = jobs
+        self.n = len(jobs)
+
+    @cached_property
+    def weight(self) -> np.ndarray:
+        return np.fromiter(map(_WEIGHT, self.jobs), dtype=np.float64, count=self.n)
+
+    @cached_property
+    def remaining(self) -> np.ndarray:
+        return np.fromiter((j.remaining_samples or np.nan for j in self.jobs), dtype=np.float64, count=self.n)
+
+    def efficiency(self, rows: OptionRows) -> np.ndarray:
+        e = np.ones(rows.job.size)
+        jobs = self.jobs
+        has = np.fromiter((j.efficiency is not None for j in jobs), dtype=bool, count=self.n)
+        for i in np.flatnonzero(has[rows.job]).tolist():
+            e[i] = float(jobs[int(rows.job[i])].efficiency(int(rows.batch[i])))
+        return e
+
+    def caller_values(self, rows: OptionRows) -> np.ndarray:
+        out = np.full(rows.job.size, np.nan)
+        types = rows.types
+        for i, (j, t, k, b, p) in enumerate(zip(rows.job.tolist(), rows.gpu_type.tolist(), rows.gpus.tolist(),
+                                                rows.batch.tolist(), rows.packed.tolist())):
+            vals = self.jobs[j].values
+            if vals:
+                v = vals.get((types[t], k, b, "packed") if p else (types[t], k, b))
+                if v is not None:
+                    out[i] = v
+        return out
+
+
+def per_gpu_best(rows: OptionRows, rate: np.ndarray, n: int) -> np.ndarray:
+    """``[n]``: per job the best ``rate / k`` over its options (0 for a job without options)."""
     from elasticopt.models.kernels import group_max  # numba: imported on first use
 
-    best = group_max(rows.job, rows.samples_per_s / rows.gpus, len(jobs))  # R_j: the job's best per-GPU rate
-    return _weights(jobs)[rows.job] * rows.samples_per_s / best[rows.job]
+    return group_max(rows.job, rate / rows.gpus, n)
 
 
-def _v_goodput(problem: Problem, jobs: Sequence[Job], rows: OptionRows) -> np.ndarray:
-    """Speedup of T(k, b) * E(b), E the job's statistical efficiency (1 where it has none)."""
-    e = np.ones(rows.job.size)
-    has = np.fromiter((j.efficiency is not None for j in jobs), dtype=bool, count=len(jobs))
-    for i in np.flatnonzero(has[rows.job]).tolist():
-        e[i] = float(jobs[int(rows.job[i])].efficiency(int(rows.batch[i])))  # type: ignore[misc]
-    g = rows.samples_per_s * e
-    from elasticopt.models.kernels import group_max
+@dataclass(frozen=True, eq=False)
+class Objective:
+    """One separable objective (docs/design.md §2): per option a value v, summed over jobs and maximised.
 
-    best = group_max(rows.job, g / rows.gpus, len(jobs))  # the job's best goodput per GPU
-    return _weights(jobs)[rows.job] * g / best[rows.job]
+    Parameters
+    ----------
+    name
+        The name problems, instance files, requests and ``--objective`` use.
+    values
+        ``values(rows, jobs) -> v``: one float per option of ``rows``
+        (:class:`OptionRows`), from what :class:`JobColumns` ``jobs`` offers;
+        nan: the option is not offered.  Array operations over all options at
+        once; the weight w_j is the objective's to apply.
+    doc
+        One line: the formula, for ``--help``, the service's description and the docs.
+    requires
+        Job fields every job must have for this objective (of :data:`JOB_FIELDS`),
+        each with what it must be, e.g. ``{"remaining_samples": "a number (...)"}``.
+    """
 
+    name: str
+    values: Callable[[OptionRows, JobColumns], np.ndarray]
+    doc: str
+    requires: Mapping[str, str] = field(default_factory=dict)
 
-def _v_throughput(problem: Problem, jobs: Sequence[Job], rows: OptionRows) -> np.ndarray:
-    return _weights(jobs)[rows.job] * rows.samples_per_s
-
-
-def _v_completion(problem: Problem, jobs: Sequence[Job], rows: OptionRows) -> np.ndarray:
-    rem = np.fromiter((j.remaining_samples or np.nan for j in jobs), dtype=np.float64, count=len(jobs))
-    return _weights(jobs)[rows.job] * rows.samples_per_s / rem[rows.job]
-
-
-def _v_value(problem: Problem, jobs: Sequence[Job], rows: OptionRows) -> np.ndarray:
-    out = np.full(rows.job.size, np.nan)
-    types = rows.types
-    for i, (j, t, k, b, p) in enumerate(zip(rows.job.tolist(), rows.gpu_type.tolist(), rows.gpus.tolist(),
-                                            rows.batch.tolist(), rows.packed.tolist())):
-        vals = jobs[j].values
-        if vals:
-            v = vals.get((types[t], k, b, "packed") if p else (types[t], k, b))
-            if v is not None:
-                out[i] = jobs[j].weight * v
-    return out
-
-
-#: Objective name -> per option its value v (docs/design.md §2); nan = option not offered.
-#: A new separable objective is one entry here (and its name in ``problem.OBJECTIVES``).
-OBJECTIVE_VALUES: dict[str, Callable[[Problem, Sequence[Job], OptionRows], np.ndarray]] = {
-    "speedup": _v_speedup,
-    "throughput": _v_throughput,
-    "completion": _v_completion,
-    "goodput": _v_goodput,
-    "value": _v_value,
-}
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:+-]*", self.name):
+            raise ValidationError("objective.name", "a non-empty name of letters, digits, '_.:+-'", self.name)
+        if not callable(self.values):
+            raise ValidationError("objective.values", "a function (rows, jobs) -> values", type(self.values).__name__)
+        req = dict(self.requires)
+        for key, what in req.items():
+            if key not in JOB_FIELDS:
+                raise ValidationError("objective.requires", "job fields among " + ", ".join(JOB_FIELDS), key)
+            if not isinstance(what, str) or not what:
+                raise ValidationError(f"objective.requires[{key!r}]", "what the field must be, in words", what)
+        object.__setattr__(self, "requires", MappingProxyType(req))
 
 
-def current_key(problem: Problem, job: Job) -> tuple[str, int, int, bool] | None:
+def _v_speedup(rows: OptionRows, jobs: JobColumns) -> np.ndarray:
+    best = per_gpu_best(rows, rows.samples_per_s, jobs.n)  # R_j: the job's best per-GPU rate
+    return jobs.weight[rows.job] * rows.samples_per_s / best[rows.job]
+
+
+def _v_goodput(rows: OptionRows, jobs: JobColumns) -> np.ndarray:
+    g = rows.samples_per_s * jobs.efficiency(rows)
+    best = per_gpu_best(rows, g, jobs.n)  # the job's best goodput per GPU
+    return jobs.weight[rows.job] * g / best[rows.job]
+
+
+def _v_throughput(rows: OptionRows, jobs: JobColumns) -> np.ndarray:
+    return jobs.weight[rows.job] * rows.samples_per_s
+
+
+def _v_completion(rows: OptionRows, jobs: JobColumns) -> np.ndarray:
+    return jobs.weight[rows.job] * rows.samples_per_s / jobs.remaining[rows.job]
+
+
+def _v_value(rows: OptionRows, jobs: JobColumns) -> np.ndarray:
+    return jobs.weight[rows.job] * jobs.caller_values(rows)
+
+
+_REGISTRY: dict[str, Objective] = {}
+
+
+def register_objective(objective: Objective, *, replace: bool = False) -> Objective:
+    """Make ``objective`` known by its name to problems, instance files, the service and the CLI.
+
+    Parameters
+    ----------
+    objective
+        The :class:`Objective`.
+    replace
+        Replace another objective registered under the same name (the same
+        object again is a no-op).
+
+    Returns
+    -------
+    Objective
+        ``objective``.
+
+    Raises
+    ------
+    DuplicateNameError
+        If the name is taken by another objective and ``replace`` is False.
+    """
+    if not isinstance(objective, Objective):
+        raise ValidationError("objective", "an Objective(name, values, doc, requires)", type(objective).__name__)
+    old = _REGISTRY.get(objective.name)
+    if old is not None and old is not objective and not replace:
+        raise DuplicateNameError("objective", objective.name, old)
+    _REGISTRY[objective.name] = objective
+    return objective
+
+
+def objective_names() -> tuple[str, ...]:
+    """The registered objectives' names, in registration order (the built-in ones first)."""
+    return tuple(_REGISTRY)
+
+
+def get_objective(name: str) -> Objective:
+    """The objective registered as ``name``.
+
+    Raises
+    ------
+    ValidationError
+        At ``objective``, listing the registered names.
+    """
+    obj = _REGISTRY.get(name) if isinstance(name, str) else None
+    if obj is None:
+        raise ValidationError("objective", "one of " + ", ".join(objective_names()), name,
+                              hint="a registered objective (elasticopt.models.objectives.register_objective)")
+    return obj
+
+
+for _obj in (
+    Objective("speedup", _v_speedup, "w * T(k, b) / R, R the job's best T / k: throughput in effective GPUs"),
+    Objective("throughput", _v_throughput, "w * T(k, b): raw samples/s"),
+    Objective("completion", _v_completion, "w * T(k, b) / remaining_samples: favours jobs close to done",
+              {"remaining_samples": "a number (objective 'completion' divides by it)"}),
+    Objective("goodput", _v_goodput, "speedup of T(k, b) * E(b), E the job's statistical efficiency"),
+    Objective("value", _v_value, "w * the caller's value of the option (Job.values); others are not offered",
+              {"values": "caller values (objective 'value' uses them)"}),
+):
+    register_objective(_obj)
+del _obj
+
+
+def current_key(problem: Any, job: Any) -> tuple[str, int, int, bool] | None:
     """(type, k, b, packed) of a running job's current option; packed iff its known nodes are the fewest."""
     run = job.running
     if run is None:
@@ -141,12 +298,12 @@ def current_key(problem: Problem, job: Job) -> tuple[str, int, int, bool] | None
     return (t, run.gpus, run.batch, packed)  # type: ignore[return-value]
 
 
-def values_of(problem: Problem, jobs: Sequence[Job], rows: OptionRows, current: np.ndarray) -> np.ndarray:
+def values_of(problem: Any, jobs: Sequence[Any], rows: OptionRows, current: np.ndarray) -> np.ndarray:
     """v of every option, the rescale penalty subtracted from a running job's other options.
 
     ``current[i]`` True iff option i is its job's current option.
     """
-    vals = OBJECTIVE_VALUES[problem.objective](problem, jobs, rows)
+    vals = get_objective(problem.objective).values(rows, ModelJobs(jobs))
     lam = float(problem.rescale_penalty)
     if lam:
         running = np.fromiter((j.running is not None for j in jobs), dtype=bool, count=len(jobs))
@@ -154,7 +311,7 @@ def values_of(problem: Problem, jobs: Sequence[Job], rows: OptionRows, current: 
     return vals
 
 
-def job_values(problem: Problem, job: Job, opts: list) -> list[float]:
+def job_values(problem: Any, job: Any, opts: list) -> list[float]:
     """Objective value v of each option of ``job`` (docs/design.md §2), penalty included.
 
     Parameters
@@ -164,7 +321,7 @@ def job_values(problem: Problem, job: Job, opts: list) -> list[float]:
     job
         The job.
     opts
-        Its options: :class:`Option` (``job.typed_options``) or ``(k, b,
+        Its options: ``Option`` (``job.typed_options``) or ``(k, b,
         samples_per_s)`` tuples as from ``job.options(G)`` (one-type jobs).
         An option the objective does not offer (``value`` without a caller
         value) gets nan.
@@ -174,7 +331,7 @@ def job_values(problem: Problem, job: Job, opts: list) -> list[float]:
     rows = OptionRows.of(problem, opts)
     cur = np.zeros(len(opts), dtype=bool)
     if job.running is not None:
-        if isinstance(opts[0], Option):
+        if hasattr(opts[0], "gpu_type"):
             key = current_key(problem, job)
             cur = np.array([(o.gpu_type, o.gpus, o.batch, o.packed) == key for o in opts])
         else:

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from elasticopt.models.problem import Pool, Problem
-from elasticopt.models.throughput import MeasuredThroughput
+from elasticopt.models.rules import NO_LIMIT, fits, fits_array
+from elasticopt.profiles.throughput import MeasuredThroughput
 
 __all__ = ["option_blocks", "Block", "OptionIndex"]
 
@@ -34,8 +35,7 @@ _EMPTY: Block = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool)
 
 
 def _allowed(k: np.ndarray, b: np.ndarray, lim: tuple[int, ...]) -> np.ndarray:
-    gmin, k_hi, bmin, bmax, mloc, _ = lim
-    return (k >= gmin) & (k <= k_hi) & (b >= bmin) & (b <= bmax) & (b % k == 0) & (b // k <= mloc)
+    return fits_array(k, b, *lim[:5])  # lim: (gmin, k_hi, bmin, bmax, mloc, cap)
 
 
 def _sps(model: Any, k: np.ndarray, b: np.ndarray, nodes: np.ndarray | None = None) -> np.ndarray:
@@ -194,7 +194,7 @@ def option_blocks(problem: Problem) -> OptionIndex:
     fb: list[int] = []
     fp: list[bool] = []
     fs: list[float] = []
-    big = 1 << 30
+    big = NO_LIMIT
     for j, (tp, jtypes, gmin, gmax, bmin, bmax, mloc) in enumerate(map(_JOB_FIELDS, problem.jobs)):
         per_type = _IS_MAPPING.get(type(tp))
         if per_type is None:
@@ -211,7 +211,7 @@ def option_blocks(problem: Problem) -> OptionIndex:
             if type(model) is MeasuredThroughput:  # a job's own points: nothing to share, read them flat
                 for pts, packed in ((model.points, False), (model.packed, True)):
                     for (k, b), v in pts.items():
-                        if gmin <= k <= khi and bmin <= b <= bmax and b % k == 0 and b // k <= mloc:
+                        if fits(k, b, gmin, khi, bmin, bmax, mloc):
                             fj.append(j)
                             ft.append(ti)
                             fk.append(k)

@@ -15,13 +15,16 @@ from types import MappingProxyType
 from typing import Any
 
 from elasticopt.errors import ValidationError
+from elasticopt.models import rules
 from elasticopt.models.cluster import DEFAULT_TYPE, Cluster, Pool, check_int
-from elasticopt.models.throughput import ThroughputModel
+from elasticopt.models.objectives import get_objective, objective_names
+from elasticopt.profiles.throughput import ThroughputModel
 
 __all__ = ["Cluster", "Pool", "Running", "Job", "Option", "Problem", "OBJECTIVES", "DEFAULT_TYPE"]
 
-#: The separable objectives of docs/design.md §2 (their formulas: ``models/table.py`` OBJECTIVE_VALUES).
-OBJECTIVES: tuple[str, ...] = ("speedup", "throughput", "completion", "goodput", "value")
+#: The objectives elasticopt ships (docs/design.md §2); each is an object of the registry in
+#: ``models/objectives.py``, which also holds any registered later (``objective_names()``).
+OBJECTIVES: tuple[str, ...] = objective_names()
 
 
 
@@ -210,19 +213,13 @@ class Job:
             return self.throughput.get(gpu_type)
         return self.throughput
 
-    def _allowed(self, gpus: int, batch: int) -> bool:
-        if gpus < self.gpus_min or (self.gpus_max is not None and gpus > self.gpus_max):
-            return False
-        if not (self.batch_min <= batch <= self.batch_max):
-            return False
-        return batch % gpus == 0 and batch // gpus <= self.max_local
-
     def is_feasible(self, gpus: int, batch: int, gpu_type: str | None = None) -> bool:
         """Whether (k, b) is a feasible option for this job (docs/design.md §2), ignoring capacity.
 
-        ``gpu_type`` None: the job's single throughput model (one-type jobs).
+        The rule (:mod:`elasticopt.models.rules`) and a known throughput; ``gpu_type`` None: the
+        job's single throughput model (one-type jobs).
         """
-        if not self._allowed(gpus, batch):
+        if not rules.allows(self, gpus, batch, gpu_type):
             return False
         model = self._single_model() if gpu_type is None else self.model_for(gpu_type)
         if model is None:
@@ -278,19 +275,18 @@ class Job:
                 out.append(Option(t, k, b, False, sps))
             packed_pts = getattr(model, "packed", None)
             if packed_pts:
+                lim = rules.limits(self, cap)
                 for (k, b), sps in packed_pts.items():
-                    if k <= cap and self._allowed(k, b):
+                    if rules.fits(k, b, *lim):
                         out.append(Option(t, k, b, True, float(sps)))
         return sorted(set(out), key=lambda o: (o.gpu_type, o.gpus, o.batch, o.packed))
 
 
 def _model_options(job: Job, model: Any, gpus_cap: int | None) -> list[tuple[int, int, float]]:
-    k_hi = job.gpus_max if job.gpus_max is not None else (1 << 30)
-    if gpus_cap is not None:
-        k_hi = min(k_hi, gpus_cap)
+    lim = rules.limits(job, gpus_cap)
     out = set()
-    for k, b in model.candidates(k_hi, job.batch_min, job.batch_max):
-        if k <= k_hi and job._allowed(k, b):
+    for k, b in model.candidates(lim[1], job.batch_min, job.batch_max):
+        if rules.fits(k, b, *lim):
             t = model.samples_per_s(k, b)
             if t is not None and math.isfinite(t) and t > 0:
                 out.add((k, b, float(t)))
@@ -308,9 +304,11 @@ class Problem:
     jobs
         The jobs, queued and running; ids must be unique.
     objective
-        ``"speedup"`` (default), ``"throughput"``, ``"completion"`` or
-        ``"goodput"`` (speedup of T(k, b) * E(b)) or ``"value"`` (the caller's
-        own value per option, ``Job.values``).
+        The name of a registered objective (``models/objectives.py``):
+        ``"speedup"`` (default), ``"throughput"``, ``"completion"``,
+        ``"goodput"`` (speedup of T(k, b) * E(b)), ``"value"`` (the caller's
+        own value per option, ``Job.values``) or one registered with
+        :func:`~elasticopt.models.objectives.register_objective`.
     allow_preemption
         Whether running jobs may be sent back to the queue (idle option).
     rescale_penalty
@@ -337,8 +335,7 @@ class Problem:
         object.__setattr__(self, "jobs", tuple(self.jobs))
         if not isinstance(self.cluster, Cluster):
             raise ValidationError("cluster", "a Cluster", type(self.cluster).__name__)
-        if self.objective not in OBJECTIVES:
-            raise ValidationError("objective", f"one of {', '.join(OBJECTIVES)}", self.objective)
+        requires = get_objective(self.objective).requires  # ValidationError naming the registered ones
         pen = float(self.rescale_penalty)
         if not (math.isfinite(pen) and pen >= 0):
             raise ValidationError("rescale_penalty", "a finite number >= 0", self.rescale_penalty)
@@ -349,12 +346,9 @@ class Problem:
             if job.id in seen:
                 raise ValidationError(f"jobs[{i}].id", f"a unique id (jobs[{seen[job.id]}] has it too)", job.id)
             seen[job.id] = i
-            if self.objective == "completion" and job.remaining_samples is None:
-                raise ValidationError(
-                    f"jobs[{i}].remaining_samples", "a number (objective 'completion' divides by it)", None
-                )
-            if self.objective == "value" and job.values is None:
-                raise ValidationError(f"jobs[{i}].values", "caller values (objective 'value' uses them)", None)
+            for fld, what in requires.items():
+                if getattr(job, fld) is None:
+                    raise ValidationError(f"jobs[{i}].{fld}", what, None)
             types = self.cluster.types
             for t in job.types or ():
                 if t not in types:

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from elasticopt.models.flat import DEFAULT_SCALE, MAX_TOTAL, FlatOptions, compile_flat, pick_scale, tie_bonus
-from elasticopt.models.objectives import OBJECTIVE_VALUES, job_values
+from elasticopt.models.objectives import job_values
 from elasticopt.models.problem import Pool, Problem
 
 __all__ = [
-    "OptionTable", "OPTION_ARRAYS", "OBJECTIVE_VALUES", "compile_problem", "job_values", "pick_scale",
+    "OptionTable", "OPTION_ARRAYS", "compile_problem", "job_values", "pick_scale",
     "DEFAULT_SCALE", "MAX_TOTAL", "tie_bonus", "table_from_flat",
 ]
 

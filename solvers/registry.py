@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from elasticopt.errors import SolverUnavailableError, UnknownSolverError
+from typing import Any
+
+from elasticopt.errors import DuplicateNameError, SolverUnavailableError, UnknownSolverError
 from elasticopt.solvers.base import Backend
 
 __all__ = ["register", "get_backend", "registered_solvers", "available_solvers", "exact_solvers"]
@@ -10,12 +12,35 @@ __all__ = ["register", "get_backend", "registered_solvers", "available_solvers",
 _REGISTRY: dict[str, type[Backend]] = {}
 
 
-def register(cls: type[Backend]) -> type[Backend]:
-    """Class decorator: register a backend under ``cls.name`` (replaces an older one)."""
-    if not getattr(cls, "name", None):
-        raise TypeError(f"{cls.__name__} has no 'name'")
-    _REGISTRY[cls.name] = cls
-    return cls
+def register(cls: type[Backend] | None = None, *, replace: bool = False) -> Any:
+    """Class decorator: register a backend under ``cls.name``.
+
+    ``@register`` or ``@register(replace=True)``; registering the same class
+    again is a no-op.
+
+    Parameters
+    ----------
+    cls
+        The :class:`~elasticopt.solvers.base.Backend` subclass.
+    replace
+        Replace a different backend already registered under that name.
+
+    Raises
+    ------
+    DuplicateNameError
+        If the name is taken by another class and ``replace`` is False.
+    """
+
+    def _register(c: type[Backend]) -> type[Backend]:
+        if not getattr(c, "name", None):
+            raise TypeError(f"{c.__name__} has no 'name'")
+        old = _REGISTRY.get(c.name)
+        if old is not None and old is not c and not replace:
+            raise DuplicateNameError("solver", c.name, old)
+        _REGISTRY[c.name] = c
+        return c
+
+    return _register(cls) if cls is not None else _register
 
 
 def registered_solvers() -> list[str]:

@@ -11,7 +11,7 @@ from elasticopt.errors import InstanceError
 from elasticopt.models import dumps_instance, load_instance, problem_from_dict
 from elasticopt.models.placement import place, placement_implied
 from elasticopt.models.problem import Cluster, Job, Pool, Problem, Running
-from elasticopt.models.throughput import MeasuredThroughput
+from elasticopt.profiles.throughput import MeasuredThroughput
 from elasticopt.solvers import Status
 from elasticopt.solvers.solution import Solution
 from elasticopt.testing.brute import brute_force

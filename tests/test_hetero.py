@@ -10,7 +10,7 @@ from elasticopt import solve, verify
 from elasticopt.generate import generate_instance
 from elasticopt.models import dumps_instance, load_instance
 from elasticopt.profiles import get_profile, hetero_profile_names, hetero_profile_sets, profile_names
-from elasticopt.profiles.factor import FactorProfile, fit_factor
+from elasticopt.profiles.hetero_factor import FactorProfile, fit_factor
 from elasticopt.solvers import Status
 
 DATA_DIR = Path(os.environ.get("ELASTICOPT_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))

@@ -1,4 +1,5 @@
-"""No import cycle in the elasticopt package (issue 16), and no solver backend importing another.
+"""No import cycle in the elasticopt package (issue 16), none between its packages (issue 21), and no
+solver backend importing another.
 
 The graph is read from the source with ``ast``, nothing is imported.  A node is
 a module (``elasticopt.scheduling.autoscaler``; a package is its
@@ -187,6 +188,42 @@ def test_no_import_cycle():
     graph = import_graph()
     found = cycles(graph)
     assert not found, "import cycles:\n" + "\n".join(_describe(graph, c) for c in found)
+
+
+def package_graph(graph: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The import graph between packages: every module of ``elasticopt.X`` (subpackages included) is one
+    node ``elasticopt.X`` where X is a package; the top-level modules (``elasticopt.errors``) stay themselves."""
+    mods = modules()
+    packages = {m for m, path in mods.items() if path.name == "__init__.py"}
+
+    def node(m: str) -> str:
+        head = ".".join(m.split(".")[:2])
+        return head if head in packages and head != m.split(".")[0] else m
+
+    out: dict[str, dict[str, str]] = {node(m): {} for m in graph}
+    rank = {"module": 0, "typing": 1, "function": 2}
+    for a, edges in graph.items():
+        for b, kind in edges.items():
+            na, nb = node(a), node(b)
+            if na != nb:
+                old = out[na].get(nb)
+                out[na][nb] = kind if old is None or rank[kind] < rank[old] else old
+    return out
+
+
+def test_package_graph_collapses_subpackages():
+    g = package_graph(import_graph())
+    assert "elasticopt.models" in g and "elasticopt.models.instance" not in g
+    assert "elasticopt.scheduling" in g and "elasticopt.scheduling.policies" not in g
+    assert "elasticopt.errors" in g  # a top-level module is its own node
+    assert "elasticopt.models" in g["elasticopt.solvers"]
+
+
+def test_no_import_cycle_between_packages():
+    """``elasticopt.models`` and ``elasticopt.profiles`` (and every other pair) are layered, not tangled."""
+    graph = package_graph(import_graph())
+    found = cycles(graph)
+    assert not found, "package import cycles:\n" + "\n".join(_describe(graph, c) for c in found)
 
 
 def test_no_solver_backend_imports_another():

@@ -5,7 +5,7 @@ import pytest
 from elasticopt.errors import ValidationError
 from elasticopt.models import Cluster
 from elasticopt.scheduling import Action, Allocation, Autoscaler, JobHistory, Phase, SimulatedExecutor
-from elasticopt.scheduling.toy import toy_job
+from elasticopt.testing.toy import toy_job
 
 COST = 5.0
 

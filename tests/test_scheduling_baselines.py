@@ -7,9 +7,10 @@ import pytest
 from elasticopt.models import Cluster
 from elasticopt.profiles.efficiency import StatisticalEfficiency
 from elasticopt.scheduling import SimulationConfig, get_policy, simulate
-from elasticopt.scheduling.executor import JobSpec, Phase
+from elasticopt.scheduling.executor import Phase
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.state import JobState, Snapshot
-from elasticopt.scheduling.toy import toy_job
+from elasticopt.testing.toy import toy_job
 from elasticopt.solvers import solve
 
 

@@ -20,7 +20,7 @@ from elasticopt.scheduling.hetero import cluster_preset, generate_hetero_workloa
 from elasticopt.scheduling.placing import order_for_gpus, place_targets
 from elasticopt.scheduling.simulated import SimulatedExecutor
 from elasticopt.scheduling.state import Allocation
-from elasticopt.scheduling.toy import toy_job, toy_throughput
+from elasticopt.testing.toy import toy_job, toy_throughput
 
 TYPES = ("a100", "t4", "v100")
 SPEED = {"a100": 0.002, "t4": 0.01, "v100": 0.005}  # seconds per sample of the toy models, per type

@@ -8,7 +8,7 @@ from elasticopt.errors import ValidationError
 from elasticopt.models import Cluster
 from elasticopt.scheduling import Allocation, JobState, Phase, Snapshot, available_policies, get_policy
 from elasticopt.scheduling.autoscaler import check_allocation
-from elasticopt.scheduling.toy import toy_job
+from elasticopt.testing.toy import toy_job
 
 
 def _state(spec, gpus=0, batch=0, done=0.0, cost=0.0):

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from elasticopt.scheduling import SimulationConfig, get_policy, option_error, simulate
 from elasticopt.scheduling.workload_generator import generate_workload
 from elasticopt.profiles.efficiency import StatisticalEfficiency
-from elasticopt.scheduling.toy import toy_job, toy_throughput
+from elasticopt.testing.toy import toy_job, toy_throughput
 
 POLICIES = ["elastic", "fixed-batch", "static", "static-backfill", "greedy",
             "elastic-goodput", "optimus", "tiresias", "pollux"]

@@ -6,10 +6,10 @@ import pytest
 
 from elasticopt.errors import InstanceError
 from elasticopt.scheduling.workload_generator import generate_workload, philly_shapes
-from elasticopt.scheduling.pollux import import_pollux
+from elasticopt.scheduling.pollux_trace import import_pollux
 from elasticopt.scheduling.records import read_jobs_csv, write_jobs_csv
 from elasticopt.scheduling.simulator import SimulationConfig, simulate
-from elasticopt.scheduling.toy import toy_job
+from elasticopt.testing.toy import toy_job
 from elasticopt.scheduling.workload import load_workload, save_workload
 
 

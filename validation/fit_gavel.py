@@ -8,7 +8,7 @@ Usage::
 
 DATA_DIR holds ``profiles/gavel/simulation_throughputs.json`` (Gavel artifact,
 see ``shared/data/README.md``).  One parametric profile per (GPU type,
-network): the factor model of :mod:`elasticopt.profiles.factor`, fitted to
+network): the factor model of :mod:`elasticopt.profiles.hetero_factor`, fitted to
 the consolidated and the unconsolidated (spread) rows together (its spread
 factors are what spreading costs, so a node-aware problem offers each profile
 packed and spread).  The parametric iteration-time model of the A100/T4 sets
@@ -30,7 +30,7 @@ import numpy as np
 
 from elasticopt._io import atomic_write_text
 from elasticopt.errors import ValidationError
-from elasticopt.profiles.factor import fit_factor
+from elasticopt.profiles.hetero_factor import fit_factor
 from elasticopt.profiles.gavel import GAVEL_SOURCE, GAVEL_TYPES, gavel_networks, load_gavel
 from elasticopt.profiles.registry import PROFILE_FORMAT
 

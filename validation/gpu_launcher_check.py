@@ -32,7 +32,8 @@ from elasticopt.launcher.driver import make_executor
 from elasticopt.launcher.generations import GenerationExecutor
 from elasticopt.launcher.jobsfile import EXAMPLES
 from elasticopt.models import MeasuredThroughput
-from elasticopt.scheduling.executor import JobSpec, Phase
+from elasticopt.scheduling.executor import Phase
+from elasticopt.scheduling.jobspec import JobSpec
 
 JOB = "gpu-check"
 

@@ -37,7 +37,8 @@ from elasticopt.launcher.generations import GenerationExecutor
 from elasticopt.launcher.jobsfile import EXAMPLES
 from elasticopt.launcher.journal import replay
 from elasticopt.models import MeasuredThroughput
-from elasticopt.scheduling.executor import JobSpec, Phase
+from elasticopt.scheduling.executor import Phase
+from elasticopt.scheduling.jobspec import JobSpec
 
 ARGS = ["--dataset-size", "4096", "--sleep-per-step", "0.01"]
 

@@ -16,6 +16,7 @@ __all__ = ["register", "run"]
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``generate`` subcommand."""
     from elasticopt.generate import ALL_FAMILIES as FAMILIES
+    from elasticopt.models.objectives import get_objective, objective_names
 
     p = subparsers.add_parser(
         "generate",
@@ -27,8 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, required=True, help="GPUs in the cluster")
     p.add_argument("--seed", type=int, default=0, help="seed of numpy.random.default_rng (default 0)")
     p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
-    p.add_argument("--objective", choices=["speedup", "throughput", "completion"], default=None,
-                   help="override the family's objective")
+    p.add_argument("--objective", choices=[n for n in objective_names() if "values" not in get_objective(n).requires],
+                   default=None, help="override the family's objective (a registered one; generated jobs carry no "
+                   "caller values)")
     p.add_argument("--running-fraction", type=float, default=None,
                    help="paper/uniform/ladder: share of jobs drawn as running (default 0.3)")
     p.add_argument("--options", type=int, default=None, help="mck families: items per job (default 10)")

@@ -97,7 +97,7 @@ def _is_pollux(path: Path) -> bool:
 
 def load_any(path: Path):
     """Jobs of an elasticopt workload file or a Pollux CSV (detected by its header)."""
-    from elasticopt.scheduling.pollux import import_pollux
+    from elasticopt.scheduling.pollux_trace import import_pollux
     from elasticopt.scheduling.workload import load_workload
 
     if path.is_file() and _is_pollux(path):

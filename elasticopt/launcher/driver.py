@@ -32,7 +32,7 @@ from elasticopt.launcher.recovery import job_history, open_since_s
 from elasticopt.launcher.torchrun import TorchrunExecutor
 from elasticopt.models import Cluster
 from elasticopt.scheduling.autoscaler import Autoscaler
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.metrics import compute_metrics
 from elasticopt.scheduling.policies import get_policy
 from elasticopt.scheduling.records import JobRecord, write_jobs_csv, write_summary_json, write_timeline_csv

@@ -50,7 +50,8 @@ from elasticopt.launcher.protocol import (
     torn_checkpoint_samples,
 )
 from elasticopt.launcher.recovery import Outcome, RecoveredJob, recovered_jobs
-from elasticopt.scheduling.executor import Executor, JobProgress, JobSpec, Phase
+from elasticopt.scheduling.executor import Executor, JobProgress, Phase
+from elasticopt.scheduling.jobspec import JobSpec
 
 __all__ = ["GenerationExecutor"]
 

@@ -62,7 +62,7 @@ from typing import Any
 
 from elasticopt.errors import InstanceError
 from elasticopt.models.jsontext import read_json
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.workload import job_from_dict
 
 __all__ = ["JOBS_FORMAT", "LAUNCHER_KEYS", "load_jobs", "resolve_script", "EXAMPLES"]

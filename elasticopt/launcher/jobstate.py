@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from elasticopt.errors import LauncherError
-from elasticopt.scheduling.executor import JobSpec, Phase
+from elasticopt.scheduling.executor import Phase
+from elasticopt.scheduling.jobspec import JobSpec
 
 __all__ = ["JobState", "StopMode", "TRANSITIONS", "JobAccount", "LaunchedJob"]
 

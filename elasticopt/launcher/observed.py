@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from elasticopt.models.throughput import ThroughputModel
+from elasticopt.profiles.throughput import ThroughputModel
 
 __all__ = ["ObservedThroughput"]
 

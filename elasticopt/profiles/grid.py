@@ -8,7 +8,7 @@ b / k stays within ``[min_local, max_local]``.
 
 from __future__ import annotations
 
-from elasticopt.models.throughput import power_of_two_grid
+from elasticopt.profiles.throughput import power_of_two_grid
 
 __all__ = ["gpu_grid", "grid_candidates"]
 

@@ -18,8 +18,8 @@ from functools import lru_cache
 from typing import Any
 from importlib import resources
 
-from elasticopt.errors import ValidationError
-from elasticopt.models.throughput import ThroughputModel
+from elasticopt.errors import DuplicateNameError, ValidationError
+from elasticopt.profiles.throughput import ThroughputModel
 from elasticopt.profiles.parametric import ParametricProfile
 
 __all__ = [
@@ -34,7 +34,7 @@ PROFILE_FORMAT = "elasticopt-profiles/1"
 
 
 def _factor(name: str, d: dict):
-    from elasticopt.profiles.factor import FactorProfile
+    from elasticopt.profiles.hetero_factor import FactorProfile
 
     return FactorProfile.from_dict(name, d)
 
@@ -102,7 +102,9 @@ def register_profile(profile: ThroughputModel, *, replace: bool = False) -> Thro
     ------
     ValidationError
         If ``profile`` is not a throughput model, its name is empty or has
-        whitespace, or the name is taken.
+        whitespace, or is a shipped profile's.
+    DuplicateNameError
+        If another profile is registered under the name and ``replace`` is False.
     """
     if not isinstance(profile, ThroughputModel):
         raise ValidationError("profile", "a ThroughputModel (name, samples_per_s, candidates)",
@@ -114,7 +116,7 @@ def register_profile(profile: ThroughputModel, *, replace: bool = False) -> Thro
         raise ValidationError("profile.name", "a name no shipped profile has", name,
                               hint="pick another name, e.g. with your lab or hardware as prefix")
     if name in _REGISTERED and not replace and _REGISTERED[name] is not profile:
-        raise ValidationError("profile.name", "a name not registered yet", name, hint="pass replace=True")
+        raise DuplicateNameError("profile", name, _REGISTERED[name])
     _REGISTERED[name] = profile
     return profile
 

@@ -12,7 +12,8 @@ and the launcher's executor (real processes).
 from elasticopt.scheduling.actions import Action, pays_back, plan_actions
 from elasticopt.scheduling.adoption import JobHistory
 from elasticopt.scheduling.autoscaler import Autoscaler, Decision, check_allocation
-from elasticopt.scheduling.executor import Executor, ExecutorListener, JobProgress, JobSpec, Phase
+from elasticopt.scheduling.executor import Executor, ExecutorListener, JobProgress, Phase
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.metrics import Metrics, compute_metrics
 from elasticopt.scheduling.policies import (
     ElasticPolicy,

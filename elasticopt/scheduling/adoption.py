@@ -14,7 +14,8 @@ autoscaler.
 from __future__ import annotations
 
 from elasticopt.errors import ValidationError
-from elasticopt.scheduling.executor import Executor, JobSpec, Phase
+from elasticopt.scheduling.executor import Executor, Phase
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.tracking import JobHistory, JobTrack, track_from_history
 
 __all__ = ["JobHistory", "adopted_track", "finished_track"]

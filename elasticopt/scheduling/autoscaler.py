@@ -27,7 +27,8 @@ from elasticopt.models import Cluster
 from elasticopt.scheduling.actions import Action, Option, Placed, plan_actions
 from elasticopt.scheduling.adoption import adopted_track, check_finished, finished_track
 from elasticopt.scheduling.checks import check_allocation, target_types
-from elasticopt.scheduling.executor import Executor, JobSpec, Phase
+from elasticopt.scheduling.executor import Executor, Phase
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis
 from elasticopt.scheduling.policies.base import Policy
 from elasticopt.scheduling.placing import order_for_gpus, place_targets

@@ -26,8 +26,10 @@ import numpy as np
 from elasticopt.errors import InstanceError, ValidationError
 from elasticopt.models import Cluster
 from elasticopt.models.jsontext import describe, read_json
+from elasticopt.models.cluster import pool_from_dict
 from elasticopt.models.problem import Pool
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.models.rules import fits
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.workload_generator import philly_shapes
 
 __all__ = ["cluster_preset", "generate_hetero_workload"]
@@ -57,18 +59,14 @@ def _file_pools(path: Path) -> dict[str, Pool]:
             raise InstanceError(file, where, "a GPU type name (a non-empty string)", t)
         if not isinstance(p, dict):
             raise InstanceError(file, where, '{"nodes": N >= 1, "gpus_per_node": G >= 1}', describe(p))
-        extra = sorted(set(p) - {"nodes", "gpus_per_node"})
-        if extra:
-            raise InstanceError(file, f"{where}.{extra[0]}", "no such field (allowed: gpus_per_node, nodes)", extra[0])
         for f in ("nodes", "gpus_per_node"):
             v = p.get(f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InstanceError(file, f"{where}.{f}", "an integer >= 1", describe(v))
         try:
-            pools[t] = Pool(p["nodes"], p["gpus_per_node"])
-        except ValidationError as exc:  # a size over a named limit (elasticopt.models.cluster)
-            raise InstanceError(file, f"{where}.{exc.path.rpartition('.')[2]}", exc.expected, exc.found,
-                                exc.hint) from None
+            pools[t] = pool_from_dict(p, where)  # every Pool field; an unknown one (or a size over a limit) is an error
+        except ValidationError as exc:
+            raise InstanceError(file, exc.path, exc.expected, exc.found, exc.hint) from None
     return pools
 
 
@@ -118,7 +116,7 @@ def _submitted(model, k: int, cap: int, rng: np.random.Generator, bmin: int, bma
     """A feasible (k', b) on ``model``: k' the largest power of two <= k that has one, else the smallest above."""
     sizes = [k >> i for i in range(k.bit_length())] + [k << i for i in range(1, 31) if k << i <= cap]
     for kk in sizes:
-        opts = sorted(b for c, b in model.candidates(kk, bmin, bmax) if c == kk and b % kk == 0 and b // kk <= mloc
+        opts = sorted(b for c, b in model.candidates(kk, bmin, bmax) if c == kk and fits(kk, b, kk, kk, bmin, bmax, mloc)
                       and (model.samples_per_s(kk, b) or 0) > 0)
         if opts:
             return kk, int(opts[rng.integers(0, len(opts))])

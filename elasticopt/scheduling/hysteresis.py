@@ -18,7 +18,9 @@ disallowed options before solving (:func:`option_filter`), shrinks included,
 so the solver plans neither GPUs that would stay unused nor churn; the
 autoscaler vetoes any non-shrinking change that breaks it
 (:meth:`Hysteresis.allows`) whatever the policy (a shrink it cannot veto: the
-target's GPUs may depend on it).
+target's GPUs may depend on it).  :meth:`Hysteresis.allows_array` is the same
+rule for many jobs' options at once (the incremental table's filter); a
+property test checks that the two agree (``tests/test_hysteresis_forms.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from elasticopt.errors import ValidationError
 from elasticopt.scheduling.actions import pays_back
@@ -80,6 +84,34 @@ class Hysteresis:
         if rate_now > 0 and rate_new < (1.0 + self.min_gain) * rate_now:
             return False
         return pays_back(state.remaining_samples, rate_now, rate_new, state.restart_cost_s, self.payback_factor)
+
+    def allows_array(self, gpus: np.ndarray, rate: np.ndarray, gpus_now: np.ndarray, remaining: np.ndarray,
+                     cost_s: np.ndarray, rate_now: np.ndarray, running: np.ndarray,
+                     since_s: np.ndarray) -> np.ndarray:
+        """:meth:`allows` for every option of many jobs at once (the same float operations).
+
+        Per job j (arrays ``[n]``): its GPUs now ``gpus_now`` (0: queued), ``remaining`` work,
+        restart cost ``cost_s``, progress rate now ``rate_now`` (0 where unknown), ``running``,
+        seconds since its last start or rescale ``since_s`` (inf: never); per option (``[n, K]``)
+        ``gpus`` and progress ``rate`` (> 0: the job's valid options).  A job's current option is the
+        caller's to keep (:meth:`allows` always allows it).
+
+        The per-job parts are folded into per-job thresholds, so that each option costs a few
+        comparisons: a queued job may take any option (k below +inf); a running job in its cool-down
+        none but its current one (k below 0, and no rate reaches +inf); past it a shrink, or an option
+        whose rate reaches ``(1 + min_gain)`` times the current one (any rate where that is unknown) and
+        saves more than ``payback_factor`` restart costs on the remaining work.  Valid options have a
+        positive rate, so the rule's ``rate > 0`` needs no test of its own: a zero rate fails both.
+        """
+        has_rate = rate_now > 0
+        cool = ~(since_s < self.min_interval_restarts * cost_s)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate_min = np.where(has_rate, (1.0 + self.min_gain) * rate_now, -np.inf)
+            t_now = np.where(has_rate, remaining / rate_now, np.inf)  # seconds left at the current rate
+            k_below = np.where(running, np.where(cool, gpus_now, 0.0), np.inf)
+            rate_min = np.where(running & ~cool, np.inf, rate_min)
+            saved = t_now[:, None] - remaining[:, None] / rate
+        return (gpus < k_below[:, None]) | ((rate >= rate_min[:, None]) & (saved > (self.payback_factor * cost_s)[:, None]))
 
 
 #: The default rule: a cool-down of 15 restart costs (7.5 min at 30 s), payback at factor 1, no rate margin.

@@ -9,7 +9,8 @@ statistical efficiency) as rows of padded arrays, computed once per job shape
 seen.  A decision then only gathers the active jobs' rows and applies, as
 array operations, what changes between events: the anti-thrashing filter
 (:class:`~elasticopt.scheduling.hysteresis.Hysteresis`), a fixed batch, the
-objective values, the rescale penalty, the tie-break bonus and the integer
+objective values (each registered objective's own value function, run on
+the cached rows), the rescale penalty, the tie-break bonus and the integer
 scaling.  The result is the same :class:`~elasticopt.models.OptionTable` that
 ``compile_problem`` builds for the same problem, entry for entry (a test runs
 both on every decision of a simulation).
@@ -22,14 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from elasticopt.errors import ValidationError
+from elasticopt.errors import DuplicateNameError, ValidationError
 from elasticopt.models import Cluster
+from elasticopt.models.objectives import Objective, OptionRows, get_objective, objective_names
 from elasticopt.models.table import OptionTable, pick_scale, tie_bonus
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.hysteresis import Hysteresis
 from elasticopt.scheduling.state import CachedThroughput, JobState, to_model_job
 
-__all__ = ["Columns", "OptionCache", "VECTOR_OBJECTIVES", "register_vector_objective"]
+__all__ = ["Columns", "OptionCache", "VECTOR_OBJECTIVES", "register_vector_objective", "vector_values"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,7 +41,8 @@ class Columns:
     ``t`` samples/s, ``e`` statistical efficiency E(b), ``k`` GPUs (as floats), ``valid``
     the options kept, ``cur`` the current option, ``w`` weights, ``rem``
     remaining work (progress units), ``running``, ``cost`` restart seconds,
-    ``good`` progress counted in effective samples.
+    ``good`` progress counted in effective samples, ``b`` the global batch, ``types`` the
+    cluster's one GPU type.
     """
 
     w: np.ndarray
@@ -52,37 +55,72 @@ class Columns:
     running: np.ndarray
     cost: np.ndarray
     good: np.ndarray
+    b: np.ndarray | None = None
+    types: tuple[str, ...] = ("gpu",)
 
 
-def _per_gpu_best(rate: np.ndarray, gpus: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """Per row the best rate / k over valid entries (1 where a row has none)."""
-    per = np.where(valid, rate / np.where(valid, gpus, 1), -np.inf)
-    r = per.max(axis=1) if per.shape[1] else np.full(per.shape[0], -np.inf)
-    return np.where(np.isfinite(r), r, 1.0)
+class _CacheJobs:
+    """:class:`~elasticopt.models.objectives.JobColumns` of the cached rows (the valid options, flat)."""
+
+    def __init__(self, c: Columns, src: np.ndarray):
+        self.n = c.w.size
+        self.weight = c.w
+        self._c, self._src = c, src
+
+    @property
+    def remaining(self) -> np.ndarray:
+        return np.where(self._c.rem > 0, self._c.rem, np.nan)
+
+    def efficiency(self, rows: OptionRows) -> np.ndarray:
+        return self._c.e.ravel()[self._src]
+
+    def caller_values(self, rows: OptionRows) -> np.ndarray:
+        raise ValidationError("objective", "an objective without caller values (the option cache has none)",
+                              "caller_values")
 
 
-def _speedup(c: Columns) -> np.ndarray:
-    return (c.w[:, None] * c.t) / _per_gpu_best(c.t, c.k, c.valid)[:, None]
+def _from_objective(obj: Objective) -> Callable[[Columns], np.ndarray]:
+    """The registered objective ``obj`` on :class:`Columns`: its own value function on the valid options, flat."""
+
+    def values(c: Columns) -> np.ndarray:
+        src = np.flatnonzero(c.valid)
+        job = src // c.valid.shape[1]
+        m = src.size
+        rows = OptionRows(job, c.k.ravel()[src].astype(np.int64), c.b.ravel()[src].astype(np.int64),
+                          c.t.ravel()[src], np.zeros(m, np.int64), np.zeros(m, bool), c.types)
+        out = np.full(c.valid.shape, np.nan)
+        out.ravel()[src] = obj.values(rows, _CacheJobs(c, src))
+        return out
+
+    return values
 
 
-def _goodput(c: Columns) -> np.ndarray:
-    g = c.t * c.e
-    return (c.w[:, None] * g) / _per_gpu_best(g, c.k, c.valid)[:, None]
+#: Objectives of policies built on :class:`OptionCache` only (Pollux's p = -1 utility), :class:`Columns`
+#: -> values ``[n, K]``.  The registered objectives of ``models/objectives.py`` need no entry here: the
+#: cache runs their own value functions (:func:`vector_values`).
+VECTOR_OBJECTIVES: dict[str, Callable[[Columns], np.ndarray]] = {}
+
+#: Per registered objective (by identity) its :func:`_from_objective` adapter.
+_ADAPTERS: dict[int, tuple[Objective, Callable[[Columns], np.ndarray]]] = {}
 
 
-def _completion(c: Columns) -> np.ndarray:
-    rem = np.where(c.rem > 0, c.rem, np.nan)
-    return (c.w[:, None] * c.t) / rem[:, None]
+def vector_values(name: str) -> Callable[[Columns], np.ndarray] | None:
+    """The values ``Columns -> [n, K]`` of objective ``name`` on the cache (None: the cache cannot compute them).
 
-
-#: Objective values as array operations, :class:`Columns` -> values ``[n, K]``; the first four with
-#: the same float operations as ``models.table.OBJECTIVE_VALUES`` (so the same integer table).
-VECTOR_OBJECTIVES: dict[str, Callable[[Columns], np.ndarray]] = {
-    "speedup": _speedup,
-    "goodput": _goodput,
-    "throughput": lambda c: c.w[:, None] * c.t,
-    "completion": _completion,
-}
+    A policy objective of :data:`VECTOR_OBJECTIVES`, else a registered objective that needs no caller values.
+    """
+    f = VECTOR_OBJECTIVES.get(name)
+    if f is not None:
+        return f
+    if name not in objective_names():
+        return None
+    obj = get_objective(name)
+    if "values" in obj.requires:
+        return None
+    hit = _ADAPTERS.get(id(obj))
+    if hit is None or hit[0] is not obj:
+        hit = _ADAPTERS[id(obj)] = (obj, _from_objective(obj))
+    return hit[1]
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,8 +137,15 @@ class _Shape:
     col_of: dict[tuple[int, int], int]
 
 
-def register_vector_objective(name: str, values: Callable[[Columns], np.ndarray]) -> str:
-    """Add a separable objective for policies built on :class:`OptionCache`; returns ``name``."""
+def register_vector_objective(name: str, values: Callable[[Columns], np.ndarray], *, replace: bool = False) -> str:
+    """Add a separable objective for policies built on :class:`OptionCache`; returns ``name``.
+
+    Raises :class:`~elasticopt.errors.DuplicateNameError` if ``name`` is taken by
+    other values and ``replace`` is False (the same function again is a no-op).
+    """
+    old = VECTOR_OBJECTIVES.get(name) or (get_objective(name) if name in objective_names() else None)
+    if old is not None and old is not values and not replace:
+        raise DuplicateNameError("vector objective", name, old)
     VECTOR_OBJECTIVES[name] = values
     return name
 
@@ -253,7 +298,8 @@ class OptionCache:
         cluster
             A one-pool cluster (G GPUs of one type; several types: compile the problem instead).
         objective
-            A key of :data:`VECTOR_OBJECTIVES`.
+            A registered objective (``models/objectives.py``) without caller values, or a
+            key of :data:`VECTOR_OBJECTIVES` (:func:`vector_values`).
         hysteresis
             Drop the changes of running jobs this rule does not allow (None: keep all).
         fixed_batch
@@ -301,11 +347,15 @@ class OptionCache:
         if fixed_batch:
             keep = keep & (F[_B] == self._bsub[rows][:, None])
         if hysteresis is not None:
-            keep = keep & self._hysteresis_mask(hysteresis, K, rate_all, kn, rem, cost, rnow, running, since)
+            keep = keep & hysteresis.allows_array(K, rate_all, kn, rem, cost, rnow, running, since)
         valid = keep | cur
         cols = Columns(w=self._w[rows], t=T, e=E, k=K, valid=valid, rem=rem, cur=cur, running=running, cost=cost,
-                       good=good)
-        value = VECTOR_OBJECTIVES[objective](cols)
+                       good=good, b=F[_B], types=cluster.types)
+        f = vector_values(objective)
+        if f is None:
+            raise ValidationError("objective", "a registered objective without caller values, or a policy "
+                                  "objective (register_vector_objective)", objective)
+        value = f(cols)
         lam = float(rescale_penalty)
         if lam:  # every option of a running job but its current one loses lam
             keep_cur = value[ar, col]
@@ -363,23 +413,3 @@ class OptionCache:
             pools=tuple(cluster.pools[t] for t in cluster.types) if nodes else None,
         )
 
-    @staticmethod
-    def _hysteresis_mask(rule, K, rate, kn, rem, cost, rnow, running, since) -> np.ndarray:
-        """``rule.allows`` for every option, as an array (same float operations as the rule).
-
-        The per-job parts are folded into per-job thresholds, so that each option costs a few
-        comparisons: a queued job may take any option (k below +inf); a running job in its cool-down
-        none but its current one (k below 0, and no rate reaches +inf); past it a shrink, or an option
-        whose rate reaches ``(1 + min_gain)`` times the current one (any rate where that is unknown) and
-        saves more than ``payback_factor`` restart costs on the remaining work.  Valid options have a
-        positive rate, so the rule's ``rate > 0`` needs no test of its own: a zero rate fails both.
-        """
-        has_rate = rnow > 0
-        cool = ~(since < rule.min_interval_restarts * cost)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rate_min = np.where(has_rate, (1.0 + rule.min_gain) * rnow, -np.inf)
-            t_now = np.where(has_rate, rem / rnow, np.inf)  # seconds left at the current rate
-            k_below = np.where(running, np.where(cool, kn, 0.0), np.inf)
-            rate_min = np.where(running & ~cool, np.inf, rate_min)
-            saved = t_now[:, None] - rem[:, None] / rate
-        return (K < k_below[:, None]) | ((rate >= rate_min[:, None]) & (saved > (rule.payback_factor * cost)[:, None]))

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from elasticopt.errors import ValidationError
 from elasticopt.models import Cluster
 from elasticopt.scheduling.actions import Placed
-from elasticopt.scheduling.executor import Executor, JobProgress, JobSpec, Phase
+from elasticopt.scheduling.executor import Executor, JobProgress, Phase
+from elasticopt.scheduling.jobspec import JobSpec
 
 __all__ = ["SimulatedExecutor", "ScaledThroughput", "Segment"]
 

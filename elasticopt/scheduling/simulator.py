@@ -23,7 +23,7 @@ import numpy as np
 from elasticopt.errors import ValidationError
 from elasticopt.models import Cluster
 from elasticopt.scheduling.autoscaler import Autoscaler, Decision
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.hysteresis import Hysteresis
 from elasticopt.scheduling.metrics import Metrics, compute_metrics
 from elasticopt.scheduling.policies.base import Policy, get_policy

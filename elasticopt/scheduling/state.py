@@ -15,9 +15,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from elasticopt.models import Cluster, Job, Running
+from elasticopt.models import Cluster, Job, Running, rules
 from elasticopt.scheduling.actions import Option, Placed
-from elasticopt.scheduling.executor import JobSpec, Phase
+from elasticopt.scheduling.executor import Phase
+from elasticopt.scheduling.jobspec import JobSpec
 
 __all__ = [
     "JobState",
@@ -217,16 +218,9 @@ def option_error(
     gpu_type
         The GPU type (None: the job's one model).
     """
-    if gpus < spec.gpus_min or (spec.gpus_max is not None and gpus > spec.gpus_max):
-        return f"k={gpus} outside [{spec.gpus_min}, {spec.gpus_max or 'inf'}]"
-    if cluster_gpus is not None and gpus > cluster_gpus:
-        return f"k={gpus} above the cluster's {cluster_gpus} GPUs"
-    if not (spec.batch_min <= batch <= spec.batch_max):
-        return f"b={batch} outside [{spec.batch_min}, {spec.batch_max}]"
-    if batch % gpus != 0:
-        return f"k={gpus} does not divide b={batch}"
-    if batch // gpus > spec.max_local:
-        return f"local batch {batch // gpus} above max_local {spec.max_local}"
+    why = rules.why_not(spec, gpus, batch, gpu_type, cluster_gpus)  # the rule book: the limits and the type
+    if why is not None:
+        return why
     model = spec.throughput if gpu_type is None else spec.model_for(gpu_type)
     if model is None:
         return f"the job may not use GPU type {gpu_type!r}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from elasticopt.scheduling.actions import Option
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 
 __all__ = ["JobHistory", "JobTrack", "track_from_history"]
 

@@ -58,7 +58,7 @@ from elasticopt._io import atomic_write_text
 from elasticopt.errors import InstanceError, ValidationError
 from elasticopt.models import MeasuredThroughput
 from elasticopt.models.jsontext import describe, read_csv, read_json
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.state import option_error
 
 __all__ = ["WORKLOAD_FORMAT", "COLUMNS", "MAX_WEIGHT", "load_workload", "save_workload", "job_from_dict", "job_to_dict"]

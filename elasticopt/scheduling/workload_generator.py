@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from elasticopt.errors import ValidationError
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.models.rules import fits
+from elasticopt.scheduling.jobspec import JobSpec
 
 __all__ = ["PHILLY_FIT", "DEFAULT_NETWORKS", "JobShape", "philly_shapes", "generate_workload"]
 
@@ -103,7 +104,7 @@ def _submitted_option(model, k: int, rng: np.random.Generator, pick: str) -> tup
     """A feasible (k', b) with k' the largest power of two <= k the model accepts."""
     while k >= 1:
         opts = sorted(b for kk, b in model.candidates(k, model.batch_min, model.batch_max)
-                      if kk == k and b % k == 0 and b // k <= model.max_local)
+                      if kk == k and fits(k, b, k, k, model.batch_min, model.batch_max, model.max_local))
         if opts:
             if pick == "min":
                 return k, opts[0]

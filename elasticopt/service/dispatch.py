@@ -25,7 +25,7 @@ from elasticopt.errors import (
     SolverUnavailableError,
     UnknownSolverError,
 )
-from elasticopt.models import OBJECTIVES
+from elasticopt.models.objectives import objective_names
 from elasticopt.models.table import job_values
 from elasticopt.service.placement import Placement, check_placement, place
 from elasticopt.service.protocol import (
@@ -149,7 +149,7 @@ class AllocationService:
             "ok": True,
             "version": __version__,
             "request_formats": [REQUEST_FORMAT, "elasticopt-instance/1"],
-            "objectives": [*OBJECTIVES, VALUES],
+            "objectives": [*objective_names(), VALUES],
             "solvers": available_solvers(),
             "exact_solvers": exact_solvers(),
         }

@@ -33,15 +33,18 @@ from typing import Any
 
 from elasticopt.errors import ValidationError
 from elasticopt.models import FORMAT as FORMAT_1
-from elasticopt.models import OBJECTIVES, Problem, problem_from_dict
-from elasticopt.models.instance_v2 import FORMAT_2
+from elasticopt.models import Problem, problem_from_dict
+from elasticopt.models.objectives import objective_names
+from elasticopt.models.instance_format2 import FORMAT_2
 from elasticopt.models import Cluster, Job, MeasuredThroughput, Running
-from elasticopt.models.problem import DEFAULT_TYPE, Pool
+from elasticopt.models.cluster import pool_from_dict
+from elasticopt.models.problem import DEFAULT_TYPE
+from elasticopt.models.rules import divides
 from elasticopt.service.protocol import ServiceError, finite
 
 __all__ = ["Translation", "ValueJob", "PoolNodes", "translate", "VALUES"]
 
-#: The objective of caller values (the model's objectives are ``elasticopt.models.OBJECTIVES``).
+#: The objective of caller values (the model's objectives: the registry, ``objective_names()``).
 VALUES = "values"
 
 
@@ -122,7 +125,7 @@ def _value_rows(jd: dict[str, Any], i: int, pools: dict[str, PoolNodes], allowed
             raise ServiceError("invalid_request", f"{p}.pool: expected a pool of the cluster", f"{p}.pool",
                                "one of " + ", ".join(map(repr, pools)), t)
         k, b = opt["gpus"], opt.get("batch", opt["gpus"])
-        if b % k:
+        if not divides(k, b):
             raise ServiceError("invalid_request", f"{p}.batch: expected a multiple of gpus ({k})", f"{p}.batch",
                                f"a multiple of gpus ({k})", b)
         span, tight = opt.get("nodes"), -(-k // pools[t].gpus_per_node)
@@ -176,8 +179,8 @@ def translate(doc: dict[str, Any]) -> Translation:
     """
     pools, cluster = _pools(doc)
     objective = doc.get("objective", "speedup")
-    if objective != VALUES and objective not in OBJECTIVES:
-        known = ", ".join(map(repr, (*OBJECTIVES, VALUES)))
+    if objective != VALUES and objective not in objective_names():
+        known = ", ".join(map(repr, (*objective_names(), VALUES)))
         raise ServiceError("invalid_request", f"objective: expected one of {known}", "objective",
                            f"one of {known}", objective)
     jobs = doc.get("jobs", [])
@@ -286,7 +289,8 @@ def _values_problem(jobs: list[dict[str, Any]], cluster_doc: dict[str, Any], all
     """Caller-value jobs through the model's constructors (whose checks apply): every field is explicit
     and every row feasible by construction, so the loader's schema pass (the bulk of its time) is skipped."""
     if "pools" in cluster_doc:
-        cluster = Cluster(pools={t: Pool(p["nodes"], p["gpus_per_node"]) for t, p in cluster_doc["pools"].items()})
+        cluster = Cluster(pools={t: pool_from_dict(p, f"cluster.pools.{t}")  # every field of the request's pool
+                                 for t, p in cluster_doc["pools"].items()})
     else:
         cluster = Cluster(cluster_doc["gpus"], cluster_doc["gpus_per_node"])
     built = []

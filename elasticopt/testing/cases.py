@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from elasticopt.models.problem import Cluster, Job, Problem, Running
-from elasticopt.models.throughput import MeasuredThroughput
+from elasticopt.profiles.throughput import MeasuredThroughput
 
 __all__ = ["Case", "CASES", "case"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from elasticopt.models.problem import DEFAULT_TYPE, OBJECTIVES, Cluster, Job, Pool, Problem, Running
-from elasticopt.models.throughput import MeasuredThroughput
+from elasticopt.profiles.throughput import MeasuredThroughput
 from elasticopt.profiles.efficiency import StatisticalEfficiency
 
 __all__ = ["jobs", "problems", "tiny_problems", "feasible_problems", "general_problems", "tiny_general_problems"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import elasticopt.launcher.examples.fake_job as fake_job
 from elasticopt.models import MeasuredThroughput
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 
 FAKE = str(Path(fake_job.__file__))
 

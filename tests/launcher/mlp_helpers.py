@@ -13,7 +13,7 @@ import torch
 import elasticopt.launcher.examples.mlp_job as mlp_job
 from elasticopt.launcher.elastic import load_latest_checkpoint
 from elasticopt.models import MeasuredThroughput
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 
 MLP = str(Path(mlp_job.__file__))
 ARGS = ["--dataset-size", "2048", "--hidden", "64", "--sleep-per-step", "0.03"]

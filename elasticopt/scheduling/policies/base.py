@@ -25,7 +25,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from elasticopt.errors import ValidationError
+from elasticopt.errors import DuplicateNameError, ValidationError
 from elasticopt.scheduling.state import Allocation, JobState, Snapshot
 
 __all__ = ["Policy", "register_policy", "get_policy", "available_policies", "priority_order", "require_one_type",
@@ -46,7 +46,7 @@ class Policy(Protocol):
 _REGISTRY: dict[str, Callable[..., Policy]] = {}
 
 
-def register_policy(name: str, factory: Callable[..., Policy] | None = None):
+def register_policy(name: str, factory: Callable[..., Policy] | None = None, *, replace: bool = False):
     """Register a policy class (or factory) under ``name``; usable as a decorator.
 
     Parameters
@@ -55,9 +55,20 @@ def register_policy(name: str, factory: Callable[..., Policy] | None = None):
         The name ``--policy`` accepts.
     factory
         A callable taking keyword options and returning a :class:`Policy`.
+    replace
+        Replace a different factory already registered under ``name`` (the
+        same one again is a no-op).
+
+    Raises
+    ------
+    DuplicateNameError
+        If ``name`` is taken by another factory and ``replace`` is False.
     """
 
     def _register(f: Callable[..., Policy]) -> Callable[..., Policy]:
+        old = _REGISTRY.get(name)
+        if old is not None and old is not f and not replace:
+            raise DuplicateNameError("policy", name, old)
         _REGISTRY[name] = f
         return f
 

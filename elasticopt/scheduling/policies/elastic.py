@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from elasticopt.errors import SolverError
 from elasticopt.models import Problem
 from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis, option_filter
-from elasticopt.scheduling.optioncache import VECTOR_OBJECTIVES, OptionCache
+from elasticopt.scheduling.optioncache import OptionCache, vector_values
 from elasticopt.scheduling.policies.base import priority_order, register_policy
 from elasticopt.scheduling.actions import Placed
 from elasticopt.scheduling.state import Allocation, JobState, Snapshot, to_model_job
@@ -131,7 +131,7 @@ class ElasticPolicy:
     def _uses_cache(self, cluster=None) -> bool:
         f = type(self).option_filter
         one_pool = cluster is None or len(cluster.types) == 1
-        return self.incremental and one_pool and not self.node_aware and getattr(f, "standard", False) and self.objective in VECTOR_OBJECTIVES
+        return self.incremental and one_pool and not self.node_aware and getattr(f, "standard", False) and vector_values(self.objective) is not None
 
     def build_table(self, snapshot: Snapshot, nodes: bool = True):
         """The option table of the snapshot's problem, from the per-job cache (see ``incremental``).

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import heapq
 
+import numpy as np
+
+from elasticopt.models.objectives import ModelJobs, OptionRows, get_objective
 from elasticopt.scheduling.policies.base import priority_order, register_policy, require_one_type
 from elasticopt.scheduling.policies.elastic import payback_filter
 from elasticopt.scheduling.state import Allocation, Snapshot, to_model_job
@@ -44,6 +47,7 @@ class GreedyPolicy:
         require_one_type(snapshot, self.name)
         cap = snapshot.cluster.gpus
         rank = {jid: i for i, jid in enumerate(priority_order(snapshot, self.priority))}
+        speedup = get_objective("speedup")
         ladders: dict[str, list[tuple[int, int, float]]] = {}  # per job: (k, b, value), increasing k
         pos: dict[str, int] = {}  # index into ladder, -1 = queued
         used = 0
@@ -61,11 +65,15 @@ class GreedyPolicy:
                     pos[st.id] = 0
                     used += st.gpus
                 continue
-            r = max(t / k for k, (t, _) in best.items())
+            ks = sorted(best)
+            m = len(ks)
+            rows = OptionRows(np.zeros(m, np.int64), np.array(ks, np.int64), np.array([best[k][1] for k in ks], np.int64),
+                              np.array([best[k][0] for k in ks]), np.zeros(m, np.int64), np.zeros(m, bool),
+                              snapshot.cluster.types)
+            values = speedup.values(rows, ModelJobs([job])).tolist()  # the speedup objective's own formula
             ladder = []
-            for k in sorted(best):
-                t, b = best[k]
-                v = st.spec.weight * t / r
+            for k, v in zip(ks, values):
+                b = best[k][1]
                 if st.is_running and (k, b) != st.allocation:
                     v -= self.rescale_penalty
                 if not ladder or v > ladder[-1][2]:

@@ -75,8 +75,8 @@ class PolluxFairnessPolicy(ElasticPolicy):
         if not (0 < float(idle_speedup) < 1):
             raise ValidationError("pollux.idle_speedup", "a number in (0, 1)", idle_speedup)
         self.idle_speedup = float(idle_speedup)
-        objective = register_vector_objective(f"pollux-p-1:{self.idle_speedup!r}",
-                                              lambda c: pollux_values(c, self.idle_speedup))
+        objective = register_vector_objective(f"pollux-p-1:{self.idle_speedup!r}",  # one per idle_speedup value
+                                              lambda c: pollux_values(c, self.idle_speedup), replace=True)
         super().__init__(
             solver=solver, objective=objective, priority=priority, rescale_penalty=0.0, payback=payback,
             allow_preemption=allow_preemption, time_limit_s=time_limit_s, solver_options=solver_options,

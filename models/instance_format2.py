@@ -24,8 +24,12 @@ from importlib import resources
 from typing import Any
 
 from elasticopt.errors import InstanceError, ValidationError
+from elasticopt.models import rules
+from elasticopt.models.cluster import pool_from_dict, pool_to_dict
+from elasticopt.models.jsontext import describe
+from elasticopt.models.objectives import get_objective, objective_names
 from elasticopt.models.problem import DEFAULT_TYPE, Cluster, Job, Pool, Problem, Running
-from elasticopt.models.throughput import MeasuredThroughput
+from elasticopt.profiles.throughput import MeasuredThroughput
 
 __all__ = ["FORMAT_2", "instance_schema_2", "problem_from_dict_2", "problem_to_dict_2", "needs_format_2"]
 
@@ -40,26 +44,10 @@ def instance_schema_2() -> dict[str, Any]:
 
 
 def _pool(d: dict[str, Any], where: str, file: str) -> Pool:
-    free = d.get("free")
-    g = d["gpus_per_node"]
-    if free is not None:
-        if len(free) != d["nodes"]:
-            raise InstanceError(file, f"{where}.free", f"one entry per node ({d['nodes']})", f"{len(free)} entries")
-        out = []
-        for i, f in enumerate(free):
-            if isinstance(f, int):
-                if f > g:
-                    raise InstanceError(file, f"{where}.free[{i}]", f"at most gpus_per_node ({g}) free GPUs", f)
-                out.append(tuple(range(f)))
-            else:
-                if len(set(f)) != len(f) or any(x >= g for x in f):
-                    raise InstanceError(file, f"{where}.free[{i}]", f"distinct GPU indices in 0..{g - 1}", f)
-                out.append(tuple(f))
-        free = tuple(out)
     try:
-        return Pool(d["nodes"], g, free)
-    except ValidationError as exc:  # a size over a named limit (elasticopt.models.cluster)
-        raise InstanceError(file, f"{where}.{exc.path.rpartition('.')[2]}", exc.expected, exc.found, exc.hint) from None
+        return pool_from_dict(d, where)
+    except ValidationError as exc:
+        raise InstanceError(file, exc.path, exc.expected, exc.found, exc.hint) from None
 
 
 def _cluster(cl: dict[str, Any], file: str) -> Cluster:
@@ -184,6 +172,7 @@ def problem_from_dict_2(data: dict[str, Any], file: str, validate: Any, resolve:
         ``resolve(name, file, path)``: a named profile, or an InstanceError.
     """
     validate(data, instance_schema_2())
+    check_objective(data.get("objective", "speedup"), file)
     cluster = _cluster(data["cluster"], file)
     types = cluster.types
     jobs, seen = [], {}
@@ -197,8 +186,8 @@ def problem_from_dict_2(data: dict[str, Any], file: str, validate: Any, resolve:
         ):
             raise InstanceError(
                 file, f"jobs[{i}]",
-                "at least one feasible option (type, k, b): gpus.min <= k <= gpus.max, batch.min <= b <= batch.max, "
-                "k divides b, b/k <= batch.max_local, a known throughput, and a type it may use",
+                f"at least one feasible option (type, k, b): {rules.RULE}, a known throughput, "
+                "and a type it may use",
                 f"none for job {job.id!r}",
             )
         jobs.append(job)
@@ -216,9 +205,31 @@ def problem_from_dict_2(data: dict[str, Any], file: str, validate: Any, resolve:
         raise InstanceError(file, exc.path, exc.expected, exc.found, exc.hint) from None
 
 
+#: The job fields an objective may require that format 1 carries (it has no caller values).
+FORMAT_1_FIELDS: tuple[str, ...] = ("remaining_samples", "efficiency")
+
+
+def check_objective(name: Any, file: str, carries: tuple[str, ...] | None = None) -> None:
+    """The file's ``objective`` is a registered one whose required job fields the format carries.
+
+    ``carries``: the job fields the format has (None: every field, format 2).  Raises
+    :class:`InstanceError` at ``objective`` listing the objectives the file may name.
+    """
+    known = objective_names()
+    fit = [n for n in known if carries is None or set(get_objective(n).requires) <= set(carries)]
+    if name in fit:
+        return
+    hint = "the registered objectives (elasticopt.register_objective adds one)"
+    if name in known:
+        need = ", ".join(sorted(set(get_objective(name).requires) - set(carries or ())))
+        hint = f"objective {name!r} needs job fields ({need}) that format 1 does not carry: write the file in format 2"
+    raise InstanceError(file, "objective", "one of " + ", ".join(map(repr, fit)), describe(name), hint)
+
+
 def needs_format_2(problem: Problem) -> bool:
     """Whether ``problem`` uses anything format 1 cannot say."""
-    if problem.cluster.types != (DEFAULT_TYPE,) or problem.node_aware or problem.objective == "value":
+    if problem.cluster.types != (DEFAULT_TYPE,) or problem.node_aware or not set(
+            get_objective(problem.objective).requires) <= set(FORMAT_1_FIELDS):
         return True
     pool = problem.cluster.pools[DEFAULT_TYPE]  # type: ignore[index]
     if problem.cluster != Cluster(pool.gpus, pool.gpus_per_node):
@@ -243,10 +254,7 @@ def problem_to_dict_2(problem: Problem) -> dict[str, Any]:
 
     pools = {}
     for t, p in problem.cluster.pools.items():  # type: ignore[union-attr]
-        d: dict[str, Any] = {"nodes": p.nodes, "gpus_per_node": p.gpus_per_node}
-        if p.free is not None:
-            d["free"] = [list(ix) for ix in p.free]
-        pools[t] = d
+        pools[t] = pool_to_dict(p)
     jobs = []
     for job in problem.jobs:
         d = {"id": job.id}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from elasticopt.models import MeasuredThroughput
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 
 __all__ = ["toy_throughput", "toy_job"]
 

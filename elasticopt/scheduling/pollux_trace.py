@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from elasticopt.errors import InstanceError
 from elasticopt.models.jsontext import MAX_EXACT_INT, read_csv
-from elasticopt.scheduling.executor import JobSpec
+from elasticopt.scheduling.jobspec import JobSpec
 from elasticopt.scheduling.state import option_error
 
 __all__ = ["POLLUX_JOB_SAMPLES", "import_pollux"]
