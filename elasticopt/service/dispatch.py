@@ -279,9 +279,11 @@ class AllocationService:
     def _placed(self, tr: Translation, sol: Solution) -> tuple[dict[str, Any], list[str]]:
         """Per job: GPUs, batch, pool, nodes, value (caller units), whether it moved; and warnings.
 
-        Per pool, the service's keep-in-place packing (:func:`~elasticopt.service.placement.place`:
-        a job keeps its nodes when its GPU count is kept) is used when it gives every packed job its
-        fewest nodes; otherwise the model's own placement (``sol.placement``, verified by ``verify``).
+        Per pool, the model's one placer keeping running jobs in place
+        (:func:`~elasticopt.service.placement.place`: a job keeps its nodes when its GPU count is
+        kept; where that leaves a packed job no fewest nodes, the pool is packed from scratch); the
+        solution's own placement (``sol.placement``, verified by ``verify``) only where the placer's
+        search stops first.
         """
         problem = tr.problem
         first_pool = next(iter(tr.pools))
@@ -296,14 +298,17 @@ class AllocationService:
             g = pool.gpus_per_node
             current = {jid: [(n - pool.first, c) for n, c in cur] for jid, (ct, cur) in tr.current.items()
                        if ct == t and jid in alloc}
-            pl = place(pool.node_gpus, alloc, current)
-            if all(len(pl.nodes[j]) == -(-k // g) for j, k in alloc.items() if sol.packed.get(j)):
-                warnings.extend(pl.warnings)
-            else:
+            pl = place(pool.node_gpus, alloc, current, {j: bool(sol.packed.get(j)) for j in alloc})
+            warnings.extend(pl.warnings)
+            if pl.status == "placed" and not pl.kept:
+                warnings.append(f"pool {t!r}: keeping running jobs on their nodes would spread a packed job; "
+                                "the pool is packed from scratch")
+            if pl.status != "placed" or not all(len(pl.nodes[j]) <= -(-k // g) for j, k in alloc.items()
+                                                if sol.packed.get(j)):
                 chosen = {j: tuple(sorted((int(name.rsplit("/", 1)[1]), len(ix)) for name, ix in sol.placement[j].items()))
                           for j in alloc}
                 pl = Placement(chosen, {j: tuple(sorted(current.get(j, ()))) != chosen[j] for j in alloc})
-                warnings.append(f"pool {t!r}: keeping running jobs on their nodes would spread a packed job; "
+                warnings.append(f"pool {t!r}: the placer stopped before placing the packed jobs; "
                                 "the model's placement is used")
             errors = check_placement(pool.node_gpus, alloc, pl)
             if errors:
