@@ -34,6 +34,7 @@ from elasticopt.errors import SolverError, SolverUnavailableError
 from elasticopt.models.placement import place_table
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.options import OptionRule, check_options
+from elasticopt.solvers.placed_search import best_placed
 from elasticopt.solvers.solution import Reason, Solution, Status
 
 __all__ = ["Backend", "Outcome", "Capabilities"]
@@ -305,28 +306,45 @@ class Backend(ABC):
             else:
                 why, common["reason"] = "was not placed within the search budget", Reason.PLACEMENT_STEPS
             common["unplaced"] = _results(table, choice)[2]
-            return Solution(
-                Status.LIMIT,
-                bound=out.bound,
-                message=(
-                    f"{self.name}: the best allocation over per-type GPU totals {why}; "
-                    "solve with 'cpsat' or 'milp' (exact with node variables)"
-                ),
-                build_s=build_s,
-                solve_s=solve_s,
-                stats=stats,
-                **common,
-            )
+            message = (f"{self.name}: the best allocation over per-type GPU totals {why}; "
+                       "solve with 'cpsat' or 'milp' (exact with node variables)")
+            status, bound = Status.LIMIT, out.bound
+            found = None
+            if out.status is Status.OPTIMAL and common["reason"] is not Reason.TIME_LIMIT:
+                t4 = time.perf_counter()  # the best allocation that places: branch and bound under the totals' optimum
+                found = best_placed(table, deadline=deadline)
+                stats["placed_search_s"] = time.perf_counter() - t4
+                stats["placed_search_steps"] = found.steps
+            if found is None or found.choice is None:
+                return Solution(status, bound=bound, message=message, build_s=build_s, solve_s=solve_s, stats=stats,
+                                **common)
+            again = place_table(table, found.choice, deadline=deadline)
+            if again.status != "placed":  # the search placed its packed jobs one type at a time: cannot happen
+                return Solution(status, bound=bound, message=message, build_s=build_s, solve_s=solve_s, stats=stats,
+                                **common)
+            choice, nodes = found.choice, again.nodes
+            if found.proven:
+                status, bound, common["reason"] = Status.OPTIMAL, found.value, Reason.SOLVED
+                message = (f"{self.name}: the optimum over per-type GPU totals {why}; the best allocation that "
+                           "places, proven by branch and bound under it")
+            else:
+                if found.stop == "time":
+                    common["reason"] = Reason.TIME_LIMIT
+                message = (f"{self.name}: the best allocation over per-type GPU totals {why}; best placed "
+                           f"allocation found (search stopped: {found.stop}) and the totals' bound; "
+                           "solve with 'cpsat' or 'milp' (exact with node variables)")
+        else:
+            status, bound, message = out.status, out.bound, out.message
         obj, val, allocation, gtypes, packed = _results(table, choice)
         return Solution(
-            out.status,
+            status,
             objective=obj,
             objective_value=val,
-            bound=out.bound,
+            bound=bound,
             allocation=allocation,
             build_s=build_s,
             solve_s=solve_s,
-            message=out.message,
+            message=message,
             stats=stats,
             gpu_types=gtypes,
             packed=packed,

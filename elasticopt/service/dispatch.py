@@ -81,8 +81,9 @@ PLACEMENT_REASONS = frozenset({Reason.NOT_PLACEABLE, Reason.PLACEMENT_STEPS})
 
 
 def _unplaced(sol: Solution) -> bool:
-    """Whether the backend's optimum over GPU totals was not placed on the nodes (no allocation)."""
-    return sol.status is Status.LIMIT and sol.objective is None and (
+    """Whether the backend's optimum over GPU totals was not placed on the nodes and nothing proved the best
+    allocation that places (the solution may hold the best placed allocation found)."""
+    return sol.status is Status.LIMIT and (
         sol.reason in PLACEMENT_REASONS or (sol.reason is Reason.TIME_LIMIT and bool(sol.unplaced)))
 
 
@@ -200,11 +201,19 @@ class AllocationService:
                                 f"limit to solve again with {fallback!r}")
                 return sol
             options: dict[str, Any] = {}
-            if capabilities(fallback).warm_start and sol.unplaced:
-                options["hint"] = dict(sol.unplaced)  # start from the totals' optimum: its jobs are a good guess
-            warnings.append(f"{spec.name}: {sol.message.split(';')[0]}; solved again with {fallback!r} "
-                            "(exact with node variables" + (", from its allocation)" if options else ")"))
-            sol = self._run_one(tr, SolverSpec(fallback, options), left, reduce)
+            if capabilities(fallback).warm_start and sol.objective is not None:
+                options["hint"] = dict(sol.allocation)  # start from its best allocation that places
+            first = sol.message.split(";")[0]
+            warnings.append(f"{first}; solved again with {fallback!r} (exact with node variables"
+                            + (", from its best placed allocation)" if options else ")"))
+            again = self._run_one(tr, SolverSpec(fallback, options), left, reduce)
+            if again.objective is None and sol.objective is not None or (
+                    again.objective is not None and sol.objective is not None and again.objective < sol.objective
+                    and again.status is not Status.OPTIMAL):
+                warnings.append(f"{fallback}: stopped ({again.reason.value}) below {spec.name}'s placed allocation, "
+                                f"which is answered")
+                return sol
+            sol = again
         return sol
 
     def _run_one(self, tr: Translation, spec: SolverSpec, time_limit_s: float | None, reduce: bool) -> Solution:
