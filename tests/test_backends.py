@@ -30,6 +30,7 @@ from elasticopt.models import (
 from elasticopt.solvers import (
     Backend,
     Outcome,
+    Reason,
     Status,
     available_solvers,
     exact_solvers,
@@ -149,7 +150,7 @@ def test_tiny_limit_returns_limit_without_raising(hard, solver, family, limit_s)
     elapsed = time.perf_counter() - t0
     _check_limited(p, sol, opt, limit_s, elapsed, slack_s=5.0)
     assert sol.status is Status.LIMIT, "the instance should be too hard for this limit"
-    assert sol.message
+    assert sol.message and sol.reason is Reason.TIME_LIMIT
 
 
 @pytest.mark.parametrize("solver", ["cpsat", "milp", "scip", "pyomo"])

@@ -131,6 +131,7 @@ class BenchRow:
     solver_options: str
     repeat: int
     status: str
+    reason: str
     objective: int | None
     objective_value: float | None
     bound: int | None
@@ -149,6 +150,7 @@ class BenchRow:
     total_s: float
     time_limit_s: float | None
     within_limit: bool | None
+    honours_time_limit: bool | None
     dp_ops: int
     dp_ops_run: int | None
     dp_ops_per_s: float | None
@@ -185,6 +187,7 @@ class BenchRow:
             solver_options=spec.options_text,
             repeat=o.repeat,
             status=s.status.name,
+            reason=getattr(getattr(s, "reason", None), "value", ""),
             objective=s.objective,
             objective_value=s.objective_value,
             bound=s.bound,
@@ -203,6 +206,7 @@ class BenchRow:
             total_s=o.wall_s,
             time_limit_s=time_limit_s,
             within_limit=None if time_limit_s is None else (s.status.name != "LIMIT" and o.wall_s <= time_limit_s),
+            honours_time_limit=_honours(spec),
             dp_ops=dp_ops,
             dp_ops_run=ops_run,
             dp_ops_per_s=ops_s,
@@ -289,3 +293,9 @@ class BenchResult:
             "instances": [r.to_dict() for r in self.instances],
             "rows": [r.to_dict() for r in self.rows],
         }
+
+
+def _honours(spec: SolverSpec) -> bool | None:
+    """Whether the solver's run stops at the time limit, by its declared capabilities (None: it declares none)."""
+    caps = getattr(spec.solver, "capabilities", None)
+    return None if caps is None else bool(caps.time_limit)

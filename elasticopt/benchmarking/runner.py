@@ -14,6 +14,7 @@ the instance's best known objective (see :mod:`elasticopt.benchmarking.crosschec
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import gc
@@ -298,7 +299,10 @@ def run_benchmark(
             break
     settings = {
         "solvers": [{"label": s.label, "name": s.name, "options": dict(s.options),
-                     "type": f"{type(s.solver).__module__}.{type(s.solver).__qualname__}"} for s in specs],
+                     "type": f"{type(s.solver).__module__}.{type(s.solver).__qualname__}",
+                     "capabilities": (dataclasses.asdict(s.solver.capabilities)
+                                      if dataclasses.is_dataclass(getattr(s.solver, "capabilities", None)) else None)}
+                    for s in specs],
         "repeats": repeats,
         "warmup": warmup,
         "time_limit_s": time_limit_s,

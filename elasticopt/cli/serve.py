@@ -32,9 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default dp)")
     p.add_argument("--time-limit-s", type=float, default=None, help="time limit of requests that give none")
     p.add_argument("--placement-fallback", default="auto", metavar="SOLVER",
-                   help="backend that solves again with node variables when the DP's optimum over GPU totals "
-                   "cannot be placed on the nodes (default auto: milp, else cpsat, where installed; 'none' "
-                   "answers that LIMIT as it is)")
+                   help="backend that solves again with node variables when the DP answers LIMIT for placement "
+                   "(its search for the best allocation that places stopped first), from the DP's placed "
+                   "allocation, within what is left of the time limit (default auto: the first installed "
+                   "backend exact with node variables by capabilities: milp, cpsat, pyomo; 'none' answers that "
+                   "LIMIT as it is)")
     p.add_argument("--no-warm-up", action="store_true", help="skip the warm-up solve (the first request then "
                    "pays the jax DP's compilation)")
     p.set_defaults(func=run)

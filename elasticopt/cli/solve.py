@@ -198,7 +198,7 @@ def _summary_table(problem: Problem, sols: list[Solution]) -> Table:
         rep = verify(problem, s)
         t.add_row(
             s.solver,
-            s.status.name,
+            s.status.name if s.status.name != "LIMIT" else f"LIMIT ({s.reason.value})",
             _fmt(s.objective_value),
             _fmt(s.objective),
             _fmt(s.bound),

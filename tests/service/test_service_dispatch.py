@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from elasticopt.errors import SolverError
 from elasticopt.service import AllocationService
-from elasticopt.solvers import Solution, Status
+from elasticopt.solvers import Reason, Solution, Status
 
 from service_helpers import ROOT, check_response, instance_request
 
@@ -174,7 +174,7 @@ def test_an_unplaceable_optimum_of_the_dp_is_solved_again_with_node_variables():
     def dp_cannot_place(problem, solver, **kw):
         if solver == "dp":
             return Solution(Status.LIMIT, solver="dp", message="dp: cannot be placed; use milp",
-                            stats={"placement_s": 0.0})
+                            stats={"placement_s": 0.0}, reason=Reason.NOT_PLACEABLE)
         return solve(problem, solver, **kw)
 
     resp = check_response(AllocationService(solve=dp_cannot_place).handle(json.dumps(instance_request("tiny.json"))))
@@ -182,3 +182,29 @@ def test_an_unplaceable_optimum_of_the_dp_is_solved_again_with_node_variables():
     none = check_response(AllocationService(solve=dp_cannot_place, placement_fallback=None).handle(
         json.dumps(instance_request("tiny.json"))))
     assert none["status"] == "limit" and none["allocation"] == {}
+
+
+def test_the_re_solve_gets_what_is_left_of_the_time_limit():
+    import time as _time
+
+    from elasticopt.solvers.api import solve
+
+    calls = []
+
+    def slow_dp(problem, solver, **kw):
+        calls.append((solver, kw.get("time_limit_s")))
+        if solver == "dp":
+            _time.sleep(0.3)
+            return Solution(Status.LIMIT, solver="dp", message="dp: cannot be placed; use milp",
+                            reason=Reason.NOT_PLACEABLE)
+        return solve(problem, solver, **kw)
+
+    req = instance_request("tiny.json")
+    req["time_limit_s"] = 0.2
+    resp = check_response(AllocationService(solve=slow_dp).handle(json.dumps(req)))
+    assert [c[0] for c in calls] == ["dp"] and resp["status"] == "limit" and resp["reason"] == "not_placeable"
+    assert "no time left" in resp["warnings"][0]
+    calls.clear()
+    req["time_limit_s"] = 5.0
+    resp = check_response(AllocationService(solve=slow_dp).handle(json.dumps(req)))
+    assert calls[0][0] == "dp" and calls[1][0] == "milp" and 4.0 < calls[1][1] < 4.8
