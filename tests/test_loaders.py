@@ -22,7 +22,7 @@ from elasticopt.models import Cluster, load_instance
 from elasticopt.models.cluster import MAX_GPUS_PER_NODE, MAX_NODES, MAX_POOL_GPUS, Pool
 from elasticopt.models.jsontext import MAX_DEPTH, parse_json, read_csv, read_json
 from elasticopt.scheduling.hetero import cluster_preset
-from elasticopt.scheduling.pollux import import_pollux
+from elasticopt.scheduling.pollux_trace import import_pollux
 from elasticopt.scheduling.workload import MAX_WEIGHT, load_workload
 from elasticopt.testing.fuzz import names_file_and_path, run_cli
 
