@@ -157,7 +157,7 @@ def test_pools_file(tmp_path):
         ('{"pools": {"a100": {"nodes": Infinity, "gpus_per_node": 8}}}', "pools.a100.nodes", "finite"),
         ('{"pools": {"a100": {"nodes": 1000000000, "gpus_per_node": 8}}}', "pools.a100.nodes", "MAX_NODES"),
         ('{"pools": {"a100": {"nodes": 2, "gpus_per_node": 8.0}}}', "pools.a100.gpus_per_node", "integer"),
-        ('{"pools": {"a100": {"nodes": 2, "gpus_per_node": 8, "x": 1}}}', "pools.a100.x", "no such field"),
+        ('{"pools": {"a100": {"nodes": 2, "gpus_per_node": 8, "x": 1}}}', "pools.a100.x", "a pool field: nodes, gpus_per_node"),
         ('{"pools": ' + DEEP + "}", "(root)", "nested"),
     ]:
         _write(f, text)
