@@ -23,7 +23,7 @@ from elasticopt.errors import ElasticoptError
 __all__ = ["main", "build_parser", "configure_logging", "SUBCOMMANDS"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("solve", "generate", "export", "bench", "simulate", "launch", "serve")
+SUBCOMMANDS: tuple[str, ...] = ("solve", "generate", "export", "bench", "simulate", "sweep", "launch", "serve")
 
 EPILOG = """examples:
   elasticopt solve instances/tiny.json                 solve with the jax DP, print the allocation
