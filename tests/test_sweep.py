@@ -92,6 +92,16 @@ def test_cli_reports_a_bad_spec_without_traceback(tmp_path, capsys):
     assert "(syntax): expected valid TOML" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("grid, key", [('policy = ["elastic", "no-such-policy"]', "policy"),
+                                       ('solver = "dp:no_option=1"', "solver"),
+                                       ('cluster = "sia"', "cluster"), ('workload = "missing.csv"', "workload")])
+def test_unusable_values_fail_before_any_cell_runs(tmp_path, grid, key):
+    spec = load_spec(_spec(tmp_path, f"[grid]\njobs = 5\n{grid}\n"))
+    with pytest.raises(InstanceError, match=rf"spec.toml: {key}: expected .*found"):
+        run_sweep(spec, tmp_path / "out")
+    assert not list((tmp_path / "out" / "cells").glob("*.json"))
+
+
 # --- statistics (hand-checked) -----------------------------------------------------------------------
 
 

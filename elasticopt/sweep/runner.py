@@ -19,11 +19,11 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from elasticopt.errors import ValidationError
+from elasticopt.errors import ElasticoptError, InstanceError, ValidationError
 from elasticopt.sweep.cells import read_cell, run_cell, write_cell
 from elasticopt.sweep.spec import Cell, SweepSpec
 
-__all__ = ["SweepRun", "run_sweep", "pending_cells"]
+__all__ = ["SweepRun", "run_sweep", "pending_cells", "check_cells"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,48 @@ class SweepRun:
 def pending_cells(spec: SweepSpec, out_dir: str | os.PathLike[str]) -> list[Cell]:
     """The cells of ``spec`` without a result in ``out_dir``."""
     return [c for c in spec.cells if read_cell(out_dir, c.key, c.as_dict()) is None]
+
+
+def _check_workload(value: str) -> None:
+    from elasticopt.scheduling.traces import TRACE_NAMES, trace_path
+
+    if value in TRACE_NAMES:
+        trace_path(value)
+    elif value and not Path(value).is_file():
+        raise ValidationError("workload", "an existing file", value)
+
+
+def check_cells(spec: SweepSpec) -> None:
+    """Fail before anything runs on a policy, solver (or its options), cluster or workload no cell can use.
+
+    Raises
+    ------
+    InstanceError
+        Naming the spec file, the parameter, what was expected and the value found.
+    """
+    from elasticopt.scheduling import get_policy
+    from elasticopt.solvers import get_backend
+    from elasticopt.solvers.options import parse_solver_arg
+    from elasticopt.sweep.cells import _cluster
+
+    seen: set[tuple[str, object]] = set()
+    for c in spec.cells:
+        p = c.as_dict()
+        for key, expected, check in (
+            ("solver", "an installed solver with valid options",
+             lambda v: get_backend(parse_solver_arg(v)[0]).check_options(parse_solver_arg(v)[1])),
+            ("policy", "a registered policy or module:Class", lambda v: get_policy(v)),
+            ("cluster", "GPUs of one pool or a cluster name (sia-64, gavel-N, TYPE:NODESxGPUS,...)",
+             lambda v: _cluster({"cluster": v})),
+            ("workload", "an existing workload file or a trace name (philly)", _check_workload),
+        ):
+            if (key, p[key]) in seen:
+                continue
+            seen.add((key, p[key]))
+            try:
+                check(p[key])
+            except ElasticoptError as exc:
+                raise InstanceError(spec.file, key, expected, p[key], hint=str(exc)) from None
 
 
 def _watch_parent(parent: int) -> None:  # pragma: no cover - runs in worker processes
@@ -66,15 +108,19 @@ def _local(cells: Sequence[Cell], out_dir: Path, workers: int, on_done: Callable
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")  # jax and numba do not survive fork
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_watch_parent,
-                             initargs=(os.getpid(),)) as pool:
-        futures = {pool.submit(run_cell, c.as_dict()) for c in cells}
-        while futures:
-            done, futures = wait(futures, return_when=FIRST_COMPLETED)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_watch_parent,
+                               initargs=(os.getpid(),))
+    try:
+        futures = {pool.submit(run_cell, c.as_dict()): c for c in cells}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in done:
-                doc = f.result()
+                doc = f.result()  # a cell that failed fails the sweep; the cells written stay written
                 write_cell(out_dir, doc)
                 on_done(doc)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _ray(cells: Sequence[Cell], out_dir: Path, address: str, on_done: Callable[[dict], None],
@@ -135,6 +181,7 @@ def run_sweep(
     t0 = time.perf_counter()
     out = Path(out_dir)
     (out / "cells").mkdir(parents=True, exist_ok=True)
+    check_cells(spec)
     todo = pending_cells(spec, out)
     done_before = len(spec.cells) - len(todo)
     if on_start is not None:
