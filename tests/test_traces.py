@@ -164,3 +164,20 @@ def test_cli_trace_replay_killed_resumes_from_its_checkpoint(tmp_path):
     assert again.returncode == 0, again.stderr
     assert len(list(ck.glob("*.result.pkl"))) == 2 and not list(ck.glob("*.state.pkl"))
     assert _rows(tmp_path / "out" / "results.csv") == _rows(tmp_path / "ref" / "results.csv")
+
+
+def test_bench_simulator_trace_prints_the_whole_trace_figures(tmp_path):
+    trace = tmp_path / "philly.csv"
+    trace.write_text(PHILLY)
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_simulator.py"), "--trace", str(trace),
+                          "--gpus", "16", "--solver", "numpy-dp", "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    import json
+
+    doc = json.loads(out.stdout)
+    w = doc["with_hysteresis"]
+    assert doc["jobs"] == 4 and doc["gpus"] == 16 and "without_hysteresis" not in doc
+    assert w["completed"] == 4 and w["decisions"] >= 4
+    assert {"simulate_wall_s", "simulate_cpu_s", "decision_ms_median", "solver_ms_median", "rescales_per_job"} <= set(w)
+    assert doc["peak_rss_mib"] > 0 and "whole-trace wall <= 600 s" in doc["targets"]
