@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from elasticopt.cli import main
 from elasticopt.errors import InstanceError
@@ -64,6 +66,23 @@ def test_grid_axes_and_variants_expand_to_unique_cells(tmp_path):
     assert first == {**DEFAULTS, "policy": "elastic", "seed": 0, "load": 2.0}
     assert len({c.key for c in spec.cells}) == 10
     assert cell_key({**first, "restart_cost_s": 30}) == cell_key({**first, "restart_cost_s": 30.0})
+
+
+_AXES = {"policy": st.sampled_from(["elastic", "fixed-batch", "static", "greedy"]),
+         "seed": st.integers(0, 50), "load": st.sampled_from([0.5, 1, 2, 8]),
+         "restart_cost_s": st.sampled_from([0, 30, 300.0]), "progress": st.sampled_from(["samples", "goodput"])}
+
+
+@given(st.fixed_dictionaries({}, optional={k: st.lists(v, min_size=1, max_size=3) for k, v in _AXES.items()}))
+def test_a_grid_is_the_product_of_its_distinct_axis_values(grid):
+    spec = parse_spec({"grid": grid}, "g.toml")
+    distinct = [len({float(x) if isinstance(x, (int, float)) else x for x in vals}) for vals in grid.values()]
+    assert len(spec.cells) == math.prod(distinct)
+    assert len({c.key for c in spec.cells}) == len(spec.cells)
+    assert set(spec.axes) == {k for k, n in zip(grid, distinct) if n > 1}
+    for c in spec.cells:
+        p = c.as_dict()
+        assert all(p[k] in grid[k] for k in grid) and c.key == cell_key(p)
 
 
 @pytest.mark.parametrize("doc, where, expected", [
