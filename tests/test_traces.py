@@ -62,7 +62,7 @@ GAVEL_10 = ("ResNet-50 (batch size 32)\tpython3 main.py -b 32\timage_classificat
 GAVEL_7 = "LM (batch size 20)\tcd %s && python3 main.py\t--steps\t1\t2000\t120.000000\t4\n"
 
 
-def test_gavel_trace_layouts(tmp_path):
+def test_gavel_trace_layouts(tmp_path, caplog):
     p = tmp_path / "small.trace"
     p.write_text(GAVEL_10)
     a, b = read_gavel_trace(p)  # K80 by default
@@ -74,9 +74,14 @@ def test_gavel_trace_layouts(tmp_path):
     q.write_text(GAVEL_7)
     (c,) = read_gavel_trace(q, gpu_type="v100")
     assert (c.arrival_s, c.submitted_gpus, c.total_samples, c.throughput.name) == (120.0, 4, 2000 * 20 * 4, "v100/lm")
-    p.write_text("A3C (batch size 4)\tx\ty\tz\t1\t10\t1\t1\t-1\t0\n")
+    p.write_text("A3C (batch size 4)\tx\ty\tz\t1\t10\t1\t1\t-1\t0\n" + GAVEL_10)
     with pytest.raises(InstanceError, match=r"small.trace: line 1.job_type: expected a model with a fitted profile"):
         read_gavel_trace(p)
+    skipped: dict = {}
+    assert len(read_gavel_trace(p, skipped=skipped)) == 2 and skipped == {"A3C": 1}
+    with caplog.at_level("WARNING"):
+        assert len(load_any(p)) == 2
+    assert "read 2 jobs; left out 1 of models without a fitted K80 profile (A3C: 1)" in caplog.text
     p.write_text("ResNet-50 (batch size 32)\tonly\tthree\n")
     with pytest.raises(InstanceError, match=r"line 1: expected 10 tab-separated fields"):
         read_gavel_trace(p)

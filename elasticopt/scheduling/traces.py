@@ -22,6 +22,7 @@ Every error names the file, the line or row, what was expected and what was foun
 from __future__ import annotations
 
 import csv
+import logging
 import os
 from collections.abc import Sequence
 from datetime import datetime
@@ -174,7 +175,8 @@ GAVEL_MODELS = {"ResNet-18": "resnet18-cifar", "ResNet-50": "resnet50", "Transfo
                 "Recommendation": "recommendation"}
 
 
-def read_gavel_trace(path: str | os.PathLike[str], *, gpu_type: str = "k80") -> list[JobSpec]:
+def read_gavel_trace(path: str | os.PathLike[str], *, gpu_type: str = "k80",
+                     skipped: dict[str, int] | None = None) -> list[JobSpec]:
     """A Gavel trace file (tab-separated, one job a line) as job specs on GPUs of ``gpu_type``.
 
     Two layouts: Gavel's ``parse_trace`` one (10 fields: job type, command,
@@ -187,6 +189,10 @@ def read_gavel_trace(path: str | os.PathLike[str], *, gpu_type: str = "k80") -> 
     profile is its fitted one on ``gpu_type`` (``generate_hetero.NETWORK_PROFILES``;
     committed fits: ResNet-18, ResNet-50 and Transformer on K80, LM and
     Transformer on P100, LM on V100).
+
+    A line of a model without a fit on ``gpu_type`` is an error, unless
+    ``skipped`` is given: then it is left out and counted there by model (Gavel's
+    own traces hold Recommendation, A3C and CycleGAN jobs, which have none).
     """
     import re
 
@@ -215,15 +221,19 @@ def read_gavel_trace(path: str | os.PathLike[str], *, gpu_type: str = "k80") -> 
             job_type, steps, arrival, sf = f[0], f[4], f[5], f[6]
         else:
             raise InstanceError(file, where, "10 tab-separated fields (or 7, Gavel's traces/msr layout)", len(f))
+        model_name = job_type.split(" (", 1)[0].strip()
+        prof = usable.get(model_name)
+        if prof is None and skipped is not None:
+            skipped[model_name] = skipped.get(model_name, 0) + 1
+            continue
+        if prof is None:
+            raise InstanceError(file, f"{where}.job_type", f"a model with a fitted profile on {gpu_type}: "
+                                + (", ".join(usable) or "none"), model_name,
+                                hint="A3C and CycleGAN have no profile here: remove their lines, read the "
+                                     "trace for another gpu_type, or pass skipped={}")
         m = re.fullmatch(r"\s*(.+?) \(batch size (\d+)\)\s*", job_type)
         if m is None:
             raise InstanceError(file, f"{where}.job_type", "'<Model> (batch size <m>)'", job_type)
-        prof = usable.get(m.group(1))
-        if prof is None:
-            raise InstanceError(file, f"{where}.job_type", f"a model with a fitted profile on {gpu_type}: "
-                                + (", ".join(usable) or "none"), m.group(1),
-                                hint="A3C and CycleGAN have no profile here: remove their lines, or read the "
-                                     "trace for another gpu_type")
         try:
             total_steps, k, t = int(steps), int(sf), float(arrival)
         except ValueError:
@@ -247,7 +257,11 @@ def read_gavel_trace(path: str | os.PathLike[str], *, gpu_type: str = "k80") -> 
 
 
 def load_any(path: str | os.PathLike[str], *, seed: int = 0) -> list[JobSpec]:
-    """The jobs of any workload this project reads (module docstring); ``seed`` seeds Philly's networks."""
+    """The jobs of any workload this project reads (module docstring); ``seed`` seeds Philly's networks.
+
+    A Gavel trace is read on K80 profiles; the jobs of models without one are
+    left out with a warning that counts them by model.
+    """
     from elasticopt.scheduling.pollux import import_pollux
     from elasticopt.scheduling.workload import load_workload
 
@@ -256,7 +270,13 @@ def load_any(path: str | os.PathLike[str], *, seed: int = 0) -> list[JobSpec]:
         return read_philly(text, seed=seed)
     p = Path(path)
     if p.suffix.lower() == ".trace":
-        return read_gavel_trace(p)
+        skipped: dict[str, int] = {}
+        jobs = read_gavel_trace(p, skipped=skipped)
+        if skipped:
+            logging.getLogger(__name__).warning(
+                "%s: read %d jobs; left out %d of models without a fitted K80 profile (%s)", p, len(jobs),
+                sum(skipped.values()), ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items())))
+        return jobs
     if p.is_file() and p.suffix.lower() == ".csv":
         header = set(_header(p))
         if {"application", "num_replicas", "batch_size"} <= header:
