@@ -223,3 +223,11 @@ def test_ray_cluster_gives_the_same_table(reference, tmp_path):
         assert _table(tmp_path / "out") == reference[1]
     finally:
         cluster.shutdown()
+
+
+def test_plot_names_keep_every_axis_value():
+    from elasticopt.sweep.report import _slug
+
+    # a dot would read as a suffix and two scenarios would write the same file
+    assert _slug((("restart_cost_s", 30.0), ("submitted_batch", "max"))) == "restart_cost_s=30-submitted_batch=max"
+    assert _slug((("noise", 0.1), ("cluster", "t4:6x4,a100:2x8"))) == "noise=0p1-cluster=t4_6x4_a100_2x8"

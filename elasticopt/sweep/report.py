@@ -197,14 +197,17 @@ def _markdown(spec: SweepSpec, rows, summary, comparison, run_info: Mapping[str,
     if comparison:
         lines += ["", f"## {spec.compare} vs {spec.baseline} (paired by seed)", "",
                   "| " + " | ".join(shown + ["seeds", "done ratio", "done-by-last-arrival ratio", "JCT ratio",
-                                            "done >= every seed", "JCT <= every seed"]) + " |",
-                  "|" + "---|" * (len(shown) + 6)]
+                                            "done >= every seed", "done by last arrival >= every seed",
+                                            "JCT <= every seed"]) + " |",
+                  "|" + "---|" * (len(shown) + 7)]
         for c in comparison:
             lines.append("| " + " | ".join([str(c[a]) for a in shown] + [
                 str(c["seeds"]), _fmt(c.get("done_ratio_mean"), c.get("done_ratio_ci"), digits=3),
                 _fmt(c.get("done_by_last_arrival_ratio_mean"), c.get("done_by_last_arrival_ratio_ci"), digits=3),
                 _fmt(c.get("jct_ratio_mean"), c.get("jct_ratio_ci"), digits=3),
-                "yes" if c["done_ge_every_seed"] else "**no**", "yes" if c["jct_le_every_seed"] else "**no**"]) + " |")
+                "yes" if c["done_ge_every_seed"] else "**no**",
+                "yes" if c["done_by_last_arrival_ge_every_seed"] else "**no**",
+                "yes" if c["jct_le_every_seed"] else "**no**"]) + " |")
         lines += ["", "Ratios: done = done(compared) / done(baseline), JCT = JCT(baseline) / JCT(compared); "
                   "above 1 favours the compared policy."]
     lines += ["", f"Run: {run_info.get('backend', '?')}, {run_info.get('ran', '?')} cells run now, "
@@ -213,8 +216,9 @@ def _markdown(spec: SweepSpec, rows, summary, comparison, run_info: Mapping[str,
 
 
 def _slug(items: Sequence[tuple[str, Any]]) -> str:
-    text = "-".join(f"{k}={v}" for k, v in items)
-    return "".join(ch if ch.isalnum() or ch in "=.-_" else "_" for ch in text)
+    """File-name part of a scenario: ``cluster=64-restart_cost_s=30``; no dots (they would read as a suffix)."""
+    text = "-".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
+    return "".join(ch if ch.isalnum() or ch in "=-_" else "p" if ch == "." else "_" for ch in text)
 
 
 def _plots(spec: SweepSpec, docs, summary, out: Path) -> list[Path]:
