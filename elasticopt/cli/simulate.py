@@ -101,7 +101,10 @@ def register(subparsers) -> None:
 
 
 def load_any(path: str | Path, seed: int = 0):
-    """Jobs of any workload file: elasticopt, Pollux / Sia CSV, Gavel trace, Philly trace (:mod:`~elasticopt.scheduling.traces`)."""
+    """Jobs of any workload file: elasticopt, Pollux / Sia CSV, Gavel trace, Philly trace.
+
+    See :mod:`~elasticopt.scheduling.traces`.
+    """
     from elasticopt.scheduling.traces import load_any as load
 
     return load(path, seed=seed)
@@ -278,7 +281,7 @@ def run(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from elasticopt._io import atomic_write_text
-    from elasticopt.scheduling import get_policy, simulate
+    from elasticopt.scheduling import get_policy
     from elasticopt.solvers import get_backend
     from elasticopt.solvers.options import parse_solver_arg
     from elasticopt.scheduling.records import write_jobs_csv, write_summary_json, write_timeline_csv
