@@ -27,6 +27,8 @@ __all__ = [
     "plot_metric_by_load",
     "plot_solver_times",
     "plot_performance_profile",
+    "plot_cdf_panels",
+    "plot_ci_panels",
 ]
 
 #: Formats written by default: raster for a quick look, vector for papers.
@@ -151,6 +153,72 @@ def plot_metric_by_load(rows: Sequence[Mapping[str, Any]], metric: str, path: st
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel(ylabel or metric)
     axes[0, -1].legend(fontsize=7)
+    return save_figure(fig, path, formats)
+
+
+def plot_cdf_panels(panels: Mapping[str, Mapping[str, tuple[Sequence[float], int]]], path: str | os.PathLike[str],
+                    *, xlabel: str = "job completion time (s)", formats: Iterable[str] = FORMATS) -> list[Path]:
+    """Empirical CDFs, one panel per key of ``panels``, one line per series (log x axis).
+
+    Parameters
+    ----------
+    panels
+        panel title -> series label -> (values, n_all): the values (e.g. the JCTs of
+        completed jobs, pooled over seeds) and the count they are a fraction of
+        (every job), so a line ends at the fraction completed.
+    """
+    n = max(len(panels), 1)
+    fig, axes = new_figure(min(4.2 * n, 17), 3.6, 1, n, sharey=True)
+    for ax, (title, series) in zip(axes[0], panels.items()):
+        for label, (values, n_all) in series.items():
+            vs = sorted(values)
+            if not vs or not n_all:
+                continue
+            ax.step([max(v, 1e-3) for v in vs], [(i + 1) / n_all for i in range(len(vs))], where="post",
+                    label=f"{label} ({len(vs)}/{n_all})")
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0, 0].set_ylabel("fraction of all jobs")
+    return save_figure(fig, path, formats)
+
+
+def plot_ci_panels(panels: Mapping[str, Mapping[str, Sequence[tuple[float, float, float | None]]]],
+                   path: str | os.PathLike[str], *, xlabel: str = "offered load",
+                   ylabels: Mapping[str, str] | None = None, log_x: bool = False, log_y: Iterable[str] = (),
+                   formats: Iterable[str] = FORMATS) -> list[Path]:
+    """Means with confidence-interval error bars against x: one panel per metric, one line per series.
+
+    Parameters
+    ----------
+    panels
+        metric -> series label -> [(x, mean, half-width of the interval or None), ...].
+    ylabels
+        Axis label per metric (default the metric's name).
+    log_y
+        Metrics whose panel has a log y axis.
+    """
+    logs = set(log_y)
+    n = max(len(panels), 1)
+    fig, axes = new_figure(4.6 * n, 3.6, 1, n)
+    for ax, (metric, series) in zip(axes[0], panels.items()):
+        for label, pts in series.items():
+            pts = sorted(p for p in pts if p[1] is not None)
+            if not pts:
+                continue
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] or 0.0 for p in pts],
+                        marker="o", ms=3, capsize=3, label=label)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel((ylabels or {}).get(metric, metric))
+        if log_x:
+            ax.set_xscale("log")
+        if metric in logs:
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
     return save_figure(fig, path, formats)
 
 

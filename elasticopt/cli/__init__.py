@@ -40,7 +40,7 @@ EXIT_CODES: dict[int, str] = {
 }
 
 #: Subcommand modules, in the order ``--help`` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("solve", "generate", "export", "bench", "simulate", "launch", "serve")
+SUBCOMMANDS: tuple[str, ...] = ("solve", "generate", "export", "bench", "simulate", "sweep", "launch", "serve")
 
 EPILOG = """examples:
   elasticopt solve instances/tiny.json                 solve with the jax DP, print the allocation

@@ -10,6 +10,15 @@ Examples::
     elasticopt simulate --cluster sia-64 --jobs 300 --load 1.5 --node-aware \
         --policy elastic --policy fixed-batch --policy static                      # heterogeneous
 
+``--trace philly`` (or a Philly-format CSV's path) replays every job of the
+public Philly trace with its real arrival time, GPU count and duration, on a
+Philly-sized cluster (1,248 GPUs on 8-GPU nodes unless ``--gpus`` says
+otherwise); ``--checkpoint DIR`` saves each run every ``--checkpoint-every-s``
+seconds, so the same command after a crash resumes it.  A WORKLOAD may also be
+a Pollux or Sia workload CSV or a Gavel ``.trace`` file (docs/workloads.md)::
+
+    elasticopt simulate --trace philly --policy elastic --checkpoint ckpt/ --out results/philly
+
 ``--cluster`` names node pools per GPU type (``sia-64``, ``sia-N``, ``gavel-N``,
 ``t4:6x4,a100:2x8``, or a ``{"pools": ...}`` JSON file); without a WORKLOAD it
 generates jobs for it (each a network with a profile per GPU type) from
@@ -79,30 +88,26 @@ def register(subparsers) -> None:
     g.add_argument("--jobs", type=int, default=200, help="number of jobs (default 200)")
     g.add_argument("--load", type=float, default=1.0, help="offered load: submitted GPU-demand / GPUs (default 1)")
     g.add_argument("--networks", default=None, help="comma-separated profile names (default: the t4/* set)")
-    g.add_argument("--trace", type=Path, default=None, help="Philly trace CSV to sample (default: committed fit)")
+    p.add_argument("--trace", default=None, metavar="philly|CSV",
+                   help="replay a whole Philly-format trace (the name philly: $ELASTICOPT_DATA/traces/philly.csv); "
+                        "with --generate: the trace CSV to sample sizes and durations from (default: committed fit)")
+    p.add_argument("--checkpoint", type=Path, default=None, metavar="DIR",
+                   help="save each run's state here every --checkpoint-every-s s and its result at its end; "
+                        "the same command after a crash resumes where it stopped")
+    p.add_argument("--checkpoint-every-s", type=float, default=60.0, help="wall seconds between checkpoints (60)")
     g.add_argument("--duration-max-s", type=float, default=48 * 3600.0, help="clip durations (default 48 h)")
     g.add_argument("--duration-scale", type=float, default=1.0, help="multiply every duration")
     p.set_defaults(func=run)
 
 
-def _is_pollux(path: Path) -> bool:
-    if path.suffix.lower() != ".csv":
-        return False
-    from elasticopt.models.jsontext import read_csv  # the loader discipline of every input file
+def load_any(path: str | Path, seed: int = 0):
+    """Jobs of any workload file: elasticopt, Pollux / Sia CSV, Gavel trace, Philly trace.
 
-    rows = read_csv(path, "workload file")
-    header = rows[0] if rows else []
-    return {"application", "num_replicas", "batch_size"} <= {h.strip() for h in header}
+    See :mod:`~elasticopt.scheduling.traces`.
+    """
+    from elasticopt.scheduling.traces import load_any as load
 
-
-def load_any(path: Path):
-    """Jobs of an elasticopt workload file or a Pollux CSV (detected by its header)."""
-    from elasticopt.scheduling.pollux_trace import import_pollux
-    from elasticopt.scheduling.workload import load_workload
-
-    if path.is_file() and _is_pollux(path):
-        return import_pollux(path)
-    return load_workload(path)
+    return load(path, seed=seed)
 
 
 def _generate(args) -> int:
@@ -120,12 +125,44 @@ def _generate(args) -> int:
         if args.gpus is None:
             raise ValidationError("--gpus", "the cluster's GPUs the load refers to", None)
         nets = [n.strip() for n in args.networks.split(",")] if args.networks else None
-        jobs = generate_workload(args.jobs, args.gpus, args.load, seed=args.seed, networks=nets, trace=args.trace,
+        trace = None if args.trace is None else (_trace_file(args.trace))
+        jobs = generate_workload(args.jobs, args.gpus, args.load, seed=args.seed, networks=nets, trace=trace,
                                  duration_max_s=args.duration_max_s, duration_scale=args.duration_scale)
         meta = {"generator": "elasticopt.scheduling.workload_generator", "gpus": args.gpus, **common}
     save_workload(jobs, args.generate, meta=meta)
     print(f"wrote {len(jobs)} jobs to {args.generate} (last arrival at {jobs[-1].arrival_s:.0f} s)")
     return 0
+
+
+def _trace_file(text: str) -> Path:
+    from elasticopt.scheduling.traces import TRACE_NAMES, trace_path
+
+    return trace_path(text) if text in TRACE_NAMES else Path(text)
+
+
+def _run_one(jobs, pol, name: str, cfg, options: dict, args, progress):
+    """One simulation, resumed from and saved to ``--checkpoint`` when given."""
+    from elasticopt.scheduling import simulate
+
+    if args.checkpoint is None:
+        return simulate(jobs, pol, cfg, progress=progress)
+    import pickle
+
+    from elasticopt._io import atomic_write_bytes
+    from elasticopt.scheduling.checkpoint import Checkpointer, fingerprint, load_checkpoint
+
+    key = fingerprint(jobs, cfg, name, options)
+    stem = f"{name.replace('/', '_').replace(':', '_')}-seed{cfg.seed}-{key}"
+    done = args.checkpoint / f"{stem}.result.pkl"
+    if done.is_file():  # finished before the crash (a file this command wrote itself)
+        return pickle.loads(done.read_bytes())
+    saver = Checkpointer(args.checkpoint / f"{stem}.state.pkl", key)
+    state = load_checkpoint(saver.path, key)
+    res = simulate(jobs, pol, cfg, progress=progress, checkpoint=saver, checkpoint_every_s=args.checkpoint_every_s,
+                   resume=state)
+    atomic_write_bytes(done, pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL))
+    saver.path.unlink(missing_ok=True)
+    return res
 
 
 def _fmt_s(v):
@@ -229,13 +266,22 @@ def run(args) -> int:
     """Run the subcommand."""
     if args.generate is not None:
         return _generate(args)
+    if args.workload is not None and args.trace is not None:
+        raise ValidationError("simulate", "a WORKLOAD file or --trace, not both", (args.workload, args.trace))
+    if args.workload is None and args.trace is not None:
+        from elasticopt.scheduling.traces import PHILLY_GPUS, PHILLY_GPUS_PER_NODE
+
+        args.workload = args.trace
+        if args.gpus is None and args.cluster is None:
+            args.gpus, args.gpus_per_node = PHILLY_GPUS, PHILLY_GPUS_PER_NODE
     if args.workload is None and args.cluster is None:
-        raise ValidationError("simulate", "a WORKLOAD file (or --generate OUT, or --cluster SPEC)", None)
+        raise ValidationError("simulate", "a WORKLOAD file (or --trace philly, --generate OUT, or --cluster SPEC)",
+                              None)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from elasticopt._io import atomic_write_text
-    from elasticopt.scheduling import get_policy, simulate
+    from elasticopt.scheduling import get_policy
     from elasticopt.solvers import get_backend
     from elasticopt.solvers.options import parse_solver_arg
     from elasticopt.scheduling.records import write_jobs_csv, write_summary_json, write_timeline_csv
@@ -246,7 +292,7 @@ def run(args) -> int:
         jobs = generate_hetero_workload(args.jobs, _cluster(args), args.load, seed=args.seed,
                                         duration_max_s=args.duration_max_s, duration_scale=args.duration_scale)
     else:
-        jobs = load_any(Path(args.workload))
+        jobs = load_any(args.workload, seed=args.seed)
     if not jobs:
         raise InstanceError(str(args.workload), "jobs", "at least one job", 0)
     seeds = _seeds(args)
@@ -270,7 +316,8 @@ def run(args) -> int:
                 pol = get_policy(name, payback=cfg.payback, hysteresis=cfg.hysteresis, **options)
                 task = bar.add_task(f"{pol.name:>14} seed {seed}", total=len(jobs))
                 try:
-                    res = simulate(jobs, pol, cfg, progress=lambda done, total, t=task: bar.update(t, completed=done))
+                    res = _run_one(jobs, pol, name, cfg, options, args,
+                                   lambda done, total, t=task: bar.update(t, completed=done))
                 except InstanceError:
                     raise
                 except ValidationError as exc:  # a value of the workload no decision can hold: name the file

@@ -12,6 +12,7 @@ log-normal factor), drawn from ``numpy.random.default_rng(seed)``.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import time
@@ -132,6 +133,9 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
     keep_segments: bool = False,
     on_decision: Callable[[Decision, Autoscaler], None] | None = None,
+    checkpoint: Callable[[dict], None] | None = None,
+    checkpoint_every_s: float = 60.0,
+    resume: dict | None = None,
 ) -> SimulationResult:
     """Simulate a workload under one policy.
 
@@ -155,9 +159,20 @@ def simulate(
     on_decision
         Called as ``on_decision(decision, autoscaler)`` after every decision
         (checks, live plots).
+    checkpoint
+        Called as ``checkpoint(state)`` between events, every
+        ``checkpoint_every_s`` seconds of wall time: ``state`` is the whole run
+        (event heap, executor, autoscaler, policy, counters); pickle it at once
+        (:mod:`elasticopt.scheduling.checkpoint`) to resume after a crash.
+    resume
+        A ``state`` given to ``checkpoint`` by an earlier run of the same
+        workload and config: continue from it (the run's result is the same as
+        an uninterrupted one's, wall time aside).
     """
     wall0 = time.perf_counter()
-    if isinstance(policy, str):
+    if resume is not None:
+        policy = resume["policy"]
+    elif isinstance(policy, str):
         opts = {"payback": config.payback, **({"hysteresis": config.hysteresis} if config.hysteresis else {}),
                 **({"node_aware": True} if config.node_aware else {})}
         policy = get_policy(policy, **{**opts, **(policy_options or {})})
@@ -167,7 +182,7 @@ def simulate(
     if true_throughput is None and config.throughput_noise > 0:
         rng = np.random.default_rng(config.seed)
         factors = dict(zip(ids, np.exp(rng.normal(0.0, config.throughput_noise, len(ids))).tolist()))
-        true_throughput = lambda spec: ScaledThroughput(spec.throughput, factors[spec.id])  # noqa: E731
+        true_throughput = functools.partial(_noisy, factors)  # a partial, not a lambda: checkpoints pickle it
     cluster = config.the_cluster()
     executor = SimulatedExecutor(true_throughput=true_throughput, record_segments=True, progress=config.progress,
                                  cluster=cluster, node_aware=config.node_aware)
@@ -175,9 +190,6 @@ def simulate(
         executor, cluster, policy, restart_cost_s=config.restart_cost_s, payback=config.payback,
         hysteresis=config.hysteresis, progress=config.progress,
     )  # fmt: skip
-    if on_decision is not None:
-        scaler.on_decision = lambda d: on_decision(d, scaler)
-
     heap: list[tuple] = []
     seq = 0
     for spec in workload:  # seq keeps the workload's order among equal arrival times
@@ -192,7 +204,22 @@ def simulate(
     finished = 0
     arrivals_left = total
     last_t = 0.0
+    wall_before = 0.0
+    if resume is not None:
+        heap, executor, scaler, seq = resume["heap"], resume["executor"], resume["scaler"], resume["seq"]
+        finished, arrivals_left, last_t = resume["finished"], resume["arrivals_left"], resume["last_t"]
+        wall_before = resume["wall_s"]
+    if on_decision is not None:
+        scaler.on_decision = lambda d: on_decision(d, scaler)
+    saved_at = time.perf_counter()
     while heap:
+        if checkpoint is not None and time.perf_counter() - saved_at >= checkpoint_every_s:
+            hook, scaler.on_decision = scaler.on_decision, None
+            checkpoint({"heap": heap, "executor": executor, "scaler": scaler, "policy": policy, "seq": seq,
+                        "finished": finished, "arrivals_left": arrivals_left, "last_t": last_t,
+                        "wall_s": wall_before + time.perf_counter() - wall0})
+            scaler.on_decision = hook
+            saved_at = time.perf_counter()
         t, kind, _, payload = heapq.heappop(heap)
         if t > horizon:
             break
@@ -237,7 +264,12 @@ def simulate(
         decisions=decisions,
         timeline=timeline,
         end_s=end_s,
-        wall_s=time.perf_counter() - wall0,
+        wall_s=wall_before + time.perf_counter() - wall0,
         metrics=metrics,
         segments=tuple(executor.segments()) if keep_segments else (),
     )
+
+
+def _noisy(factors: dict, spec: JobSpec) -> ScaledThroughput:
+    """The true rate of a job under throughput noise: its belief times its drawn factor."""
+    return ScaledThroughput(spec.throughput, factors[spec.id])
