@@ -51,7 +51,7 @@ def test_philly_errors_name_the_row(tmp_path):
     with pytest.raises(InstanceError, match=r"bad.csv: row 5.timestamp: expected a date and time.*'yesterday'"):
         read_philly(p)
     p.write_text(PHILLY.replace("66.0,1,66.0", "0,1,66.0"))
-    with pytest.raises(InstanceError, match=r"row 2: expected duration > 0"):
+    with pytest.raises(InstanceError, match=r"row 2: expected a finite duration > 0"):
         read_philly(p)
 
 

@@ -21,8 +21,6 @@ Every error names the file, the line or row, what was expected and what was foun
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import os
 from collections.abc import Sequence
@@ -32,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from elasticopt.errors import InstanceError
-from elasticopt.models.jsontext import read_text
+from elasticopt.models.jsontext import read_csv, read_text
 from elasticopt.scheduling.jobspec import JobSpec
 
 __all__ = ["TRACE_NAMES", "PHILLY_GPUS", "trace_path", "read_philly", "read_gavel_trace", "load_any",
@@ -65,8 +63,8 @@ def trace_path(name: str) -> Path:
 
 
 def _header(path: Path) -> list[str]:
-    text = read_text(path, "workload file")  # the loader discipline of every input file (models/jsontext)
-    return [h.strip() for h in next(csv.reader(io.StringIO(text.partition("\n")[0])), [])]
+    rows = read_csv(path, "workload file")  # the loader discipline of every input file (models/jsontext)
+    return [h.strip() for h in rows[0]] if rows else []
 
 
 def is_philly_csv(path: str | os.PathLike[str]) -> bool:
@@ -116,27 +114,27 @@ def read_philly(
         raise InstanceError(str(path), "submitted_batch", "'random', 'min' or 'max'", submitted_batch)
     file = str(trace_path(str(path)) if str(path) in TRACE_NAMES else path)
     raw: list[tuple[float, float, int, int]] = []
-    text = read_text(file, "Philly-format CSV")  # unreadable or non-UTF-8: named by models/jsontext
-    with io.StringIO(text, newline="") as fh:
-        reader = csv.DictReader(fh)
-        if not set(_PHILLY_COLUMNS) <= set(reader.fieldnames or ()):
-            raise InstanceError(file, "header", "columns " + ",".join(_PHILLY_COLUMNS), reader.fieldnames)
-        for i, row in enumerate(reader):
-            where = f"row {i + 2}"
-            try:
-                ts = datetime.fromisoformat(row["timestamp"].strip()).timestamp()
-            except (ValueError, AttributeError):
-                raise InstanceError(file, f"{where}.timestamp", "a date and time like 2017-10-09 07:01:55",
-                                    row["timestamp"]) from None
-            try:
-                d, k = float(row["duration"]), float(row["num_gpus"])
-            except (TypeError, ValueError):
-                raise InstanceError(file, where, "numeric duration and num_gpus",
-                                    {"duration": row["duration"], "num_gpus": row["num_gpus"]}) from None
-            if not d > 0 or not k >= 1 or k != int(k):
-                raise InstanceError(file, where, "duration > 0 (seconds) and num_gpus an integer >= 1",
-                                    {"duration": d, "num_gpus": k})
-            raw.append((ts, d, int(k), i))
+    rows = read_csv(file, "Philly-format CSV")  # unreadable, non-UTF-8 or malformed: named by models/jsontext
+    fields = [h.strip() for h in rows[0]] if rows else []
+    if not set(_PHILLY_COLUMNS) <= set(fields):
+        raise InstanceError(file, "header", "columns " + ",".join(_PHILLY_COLUMNS), fields)
+    for i, rec in enumerate(rows[1:]):
+        row = dict(zip(fields, rec + [None] * (len(fields) - len(rec))))  # a short record: None, as csv.DictReader
+        where = f"row {i + 2}"
+        try:
+            ts = datetime.fromisoformat(row["timestamp"].strip()).timestamp()
+        except (ValueError, AttributeError):
+            raise InstanceError(file, f"{where}.timestamp", "a date and time like 2017-10-09 07:01:55",
+                                row["timestamp"]) from None
+        try:
+            d, k = float(row["duration"]), float(row["num_gpus"])
+        except (TypeError, ValueError):
+            raise InstanceError(file, where, "numeric duration and num_gpus",
+                                {"duration": row["duration"], "num_gpus": row["num_gpus"]}) from None
+        if not 0 < d < float("inf") or not 1 <= k < 2**31 or k != int(k):
+            raise InstanceError(file, where, "a finite duration > 0 (seconds) and num_gpus an integer >= 1",
+                                {"duration": d, "num_gpus": k})
+        raw.append((ts, d, int(k), i))
     if not raw:
         raise InstanceError(file, "rows", "at least one job", 0)
     raw.sort(key=lambda r: (r[0], r[3]))  # by submission time, then file order
