@@ -12,6 +12,20 @@ GPUs others need) is allowed, and any other change when both hold:
   ``payback_factor`` times its restart cost
   (:func:`~elasticopt.scheduling.actions.pays_back`).
 
+**Yielding to queued work.**  A running job's protection (the cool-down of
+a shrink, and the policies' rescale penalty λ) shrinks with the queue's
+waiting value ``V`` (:func:`queue_value`: per running job, the queued jobs'
+weights, each growing by one per restart cost waited): it keeps the fraction
+``f = 1 / (1 + queue_yield * V)`` of it (:meth:`Hysteresis.yield_factor`), so a
+shrink is allowed once the job has run ``f * min_interval_restarts`` restart
+costs, and ``elastic`` / ``fixed-batch`` subtract ``f * λ``.  With nothing
+queued, ``f = 1``: the rule as before.  Grows keep the full cool-down, so a job
+shrunk for an arrival cannot grow back before it.  Without it, a job that
+took the free GPUs of an idle cluster holds them through its cool-down (and
+behind λ) while arrivals queue, where the fixed-batch baseline, which cannot
+take that many GPUs at its batch, admits them: the elastic policy completed
+fewer jobs than that baseline (validation/results/paper_comparison.md).
+
 Rates are the job's believed *progress* rates (:meth:`JobState.progress_per_s`:
 samples/s, or effective samples/s under goodput accounting).  Policies drop
 disallowed options before solving (:func:`option_filter`), shrinks included,
@@ -24,14 +38,14 @@ target's GPUs may depend on it).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from elasticopt.errors import ValidationError
 from elasticopt.scheduling.actions import pays_back
 from elasticopt.scheduling.state import JobState
 
-__all__ = ["Hysteresis", "DEFAULT_HYSTERESIS", "option_filter"]
+__all__ = ["Hysteresis", "DEFAULT_HYSTERESIS", "option_filter", "queue_value"]
 
 
 @dataclass(frozen=True)
@@ -48,31 +62,57 @@ class Hysteresis:
     min_interval_restarts
         Cool-down: no change before the job has run this many restart costs
         since its last start or rescale (0: none).
+    queue_yield
+        How fast a running job's protection yields to the queue's waiting
+        value V (module docstring): it keeps ``1 / (1 + queue_yield * V)`` of
+        it; 0 = never (the rule without yielding), +inf = none is left while
+        any job is queued.
     """
 
     min_gain: float = 0.0
     payback_factor: float = 1.0
     min_interval_restarts: float = 0.0
+    queue_yield: float = 3.0
 
     def __post_init__(self) -> None:
         for name in ("min_gain", "payback_factor", "min_interval_restarts"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValidationError(f"hysteresis.{name}", "a finite number >= 0", v)
+        v = self.queue_yield
+        if not (isinstance(v, (int, float)) and not math.isnan(v) and v >= 0):
+            raise ValidationError("hysteresis.queue_yield", "a number >= 0 (inf: yield at once)", v)
 
-    def allows(self, state: JobState, gpus: int, batch: int, gpu_type: str | None = None) -> bool:
+    def yield_factor(self, queue: float = 0.0) -> float:
+        """``1 / (1 + queue_yield * queue)``: how much of its protection a running job keeps (1: all, 0: none).
+
+        ``queue`` is the queue's waiting value (:func:`queue_value`); 1 when nothing waits.
+        """
+        if queue <= 0 or self.queue_yield == 0:
+            return 1.0
+        if math.isinf(self.queue_yield) or math.isinf(queue):
+            return 0.0
+        return 1.0 / (1.0 + self.queue_yield * queue)
+
+    def shrink_interval_restarts(self, queue: float = 0.0) -> float:
+        """The cool-down of a shrink, in restart costs, while the queue's waiting value is ``queue``."""
+        return self.min_interval_restarts * self.yield_factor(queue)
+
+    def allows(self, state: JobState, gpus: int, batch: int, gpu_type: str | None = None,
+               queue: float = 0.0) -> bool:
         """Whether the running job ``state`` may change to (gpus, batch) (always True for a queued job).
 
         ``gpu_type``: the option's GPU type (None: the type it runs on); a move to another type is a change.
+        ``queue``: the queue's waiting value (:func:`queue_value`), which shortens a shrink's cool-down.
         """
         same_type = gpu_type is None or gpu_type == state.gpu_type
         if not state.is_running or ((gpus, batch) == state.allocation and same_type):
             return True
         since = state.since_rescale_s
+        if gpus < state.gpus:
+            return since is None or not since < self.shrink_interval_restarts(queue) * state.restart_cost_s
         if since is not None and since < self.min_interval_restarts * state.restart_cost_s:
             return False
-        if gpus < state.gpus:
-            return True
         rate_new = state.progress_per_s(gpus, batch, gpu_type)
         if rate_new is None or rate_new <= 0:
             return False
@@ -91,8 +131,42 @@ class Hysteresis:
 DEFAULT_HYSTERESIS = Hysteresis(min_gain=0.0, payback_factor=1.0, min_interval_restarts=15.0)
 
 
-def option_filter(state: JobState, rule: Hysteresis = DEFAULT_HYSTERESIS) -> Callable[..., bool] | None:
-    """The options of a running job that ``rule`` allows, as a filter ``(k, b[, gpu_type])`` (None if queued)."""
+def option_filter(state: JobState, rule: Hysteresis = DEFAULT_HYSTERESIS,
+                  queue: float = 0.0) -> Callable[..., bool] | None:
+    """The options of a running job that ``rule`` allows, as a filter ``(k, b[, gpu_type])`` (None if queued).
+
+    ``queue``: the queue's waiting value at the decision (:func:`queue_value`).
+    """
     if not state.is_running:
         return None
-    return lambda k, b, gpu_type=None: rule.allows(state, k, b, gpu_type)
+    return lambda k, b, gpu_type=None: rule.allows(state, k, b, gpu_type, queue)
+
+
+def queue_value(jobs: Iterable[JobState], now_s: float) -> float:
+    """The queue's waiting value at ``now_s``, per running job.
+
+    Σ over queued jobs of ``weight * (1 + waited / restart cost)``, divided by the number of running
+    jobs (at least 1): the pressure on each job that could make room.  A job queued since its arrival
+    ``arrival_s`` has waited ``now_s - arrival_s``; a job with no restart cost counts +inf once it has
+    waited at all, and so does a job at or past its admission deadline (``JobSpec.start_by_s``: it is
+    dropped unless it starts now).  0 when nothing is queued.
+
+    Parameters
+    ----------
+    jobs
+        The active jobs (queued and running).
+    now_s
+        The decision's time.
+    """
+    total = 0.0
+    running = 0
+    for st in jobs:
+        if st.is_running:
+            running += 1
+            continue
+        if st.spec.start_by_s is not None and now_s >= st.spec.start_by_s:
+            return math.inf
+        waited = max(now_s - st.spec.arrival_s, 0.0)
+        cost = st.restart_cost_s
+        total += st.spec.weight * (1.0 + (waited / cost if cost > 0 else (math.inf if waited > 0 else 0.0)))
+    return total / max(running, 1)

@@ -243,6 +243,7 @@ class OptionCache:
         priority: tuple[str, ...] | None = None,
         allow_preemption: bool = False,
         nodes: bool = True,
+        queue: float = 0.0,
     ) -> OptionTable:
         """The option table of the problem a policy builds from ``jobs`` (docs/design.md §2).
 
@@ -265,6 +266,9 @@ class OptionCache:
             solution is placed on its nodes; False leaves ``pools`` None: the totals only.  One pool
             without packed options needs no placement to be feasible (docs/design.md §2), so a caller
             that places the jobs itself (the autoscaler keeps running jobs on their GPUs) skips it.
+        queue
+            The queue's waiting value (:func:`~elasticopt.scheduling.hysteresis.queue_value`), which
+            shortens the cool-down of shrinks under ``hysteresis``.
         """
         if len(cluster.types) != 1:
             raise ValidationError("cluster", "one GPU type (the option cache is for one-pool clusters)",
@@ -301,7 +305,8 @@ class OptionCache:
         if fixed_batch:
             keep = keep & (F[_B] == self._bsub[rows][:, None])
         if hysteresis is not None:
-            keep = keep & self._hysteresis_mask(hysteresis, K, rate_all, kn, rem, cost, rnow, running, since)
+            keep = keep & self._hysteresis_mask(hysteresis, K, rate_all, kn, rem, cost, rnow, running, since,
+                                                queue)
         valid = keep | cur
         cols = Columns(w=self._w[rows], t=T, e=E, k=K, valid=valid, rem=rem, cur=cur, running=running, cost=cost,
                        good=good)
@@ -364,22 +369,24 @@ class OptionCache:
         )
 
     @staticmethod
-    def _hysteresis_mask(rule, K, rate, kn, rem, cost, rnow, running, since) -> np.ndarray:
+    def _hysteresis_mask(rule, K, rate, kn, rem, cost, rnow, running, since, queue=0.0) -> np.ndarray:
         """``rule.allows`` for every option, as an array (same float operations as the rule).
 
         The per-job parts are folded into per-job thresholds, so that each option costs a few
         comparisons: a queued job may take any option (k below +inf); a running job in its cool-down
-        none but its current one (k below 0, and no rate reaches +inf); past it a shrink, or an option
+        none but its current one (k below 0, and no rate reaches +inf), except shrinks past the shrink
+        cool-down that the queue's waiting value ``queue`` shortens; past it a shrink, or an option
         whose rate reaches ``(1 + min_gain)`` times the current one (any rate where that is unknown) and
         saves more than ``payback_factor`` restart costs on the remaining work.  Valid options have a
         positive rate, so the rule's ``rate > 0`` needs no test of its own: a zero rate fails both.
         """
         has_rate = rnow > 0
         cool = ~(since < rule.min_interval_restarts * cost)
+        cool_shrink = ~(since < rule.shrink_interval_restarts(queue) * cost)
         with np.errstate(divide="ignore", invalid="ignore"):
             rate_min = np.where(has_rate, (1.0 + rule.min_gain) * rnow, -np.inf)
             t_now = np.where(has_rate, rem / rnow, np.inf)  # seconds left at the current rate
-            k_below = np.where(running, np.where(cool, kn, 0.0), np.inf)
+            k_below = np.where(running, np.where(cool_shrink, kn, 0.0), np.inf)
             rate_min = np.where(running & ~cool, np.inf, rate_min)
             saved = t_now[:, None] - rem[:, None] / rate
         return (K < k_below[:, None]) | ((rate >= rate_min[:, None]) & (saved > (rule.payback_factor * cost)[:, None]))
