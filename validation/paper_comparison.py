@@ -179,6 +179,7 @@ def main(argv=None) -> int:
     p.add_argument("--groups", default="main,sensitivity,paper", help="which parts of the grid (default all)")
     p.add_argument("--gpus", default="64,256", help="cluster sizes of the main table (default 64,256)")
     p.add_argument("--loads", default="0.5,2,8,32", help="offered loads (default 0.5,2,8,32)")
+    p.add_argument("--sensitivity-gpus", type=int, default=64, help="cluster of the sensitivity and paper cells")
     p.add_argument("--restart-costs-s", default="0,30,300", help="sensitivity: restart costs (default 0,30,300)")
     p.add_argument("--batches", default="random,min,max", help="sensitivity: submitted batch (random,min,max)")
     p.add_argument("--paper-loads", default="8,32", help="paper setting: loads (default 8,32)")
@@ -202,7 +203,8 @@ def main(argv=None) -> int:
     seeds = tuple(int(x) for x in args.seeds.split(","))
     cells = grid(groups=tuple(args.groups.split(",")), gpus=tuple(int(x) for x in args.gpus.split(",")),
                  loads=floats(args.loads), restart_costs_s=floats(args.restart_costs_s),
-                 submitted_batches=tuple(args.batches.split(",")), paper_loads=floats(args.paper_loads),
+                 submitted_batches=tuple(args.batches.split(",")), sensitivity_gpus=args.sensitivity_gpus,
+                 paper_loads=floats(args.paper_loads),
                  paper_deadlines_s=floats(args.deadlines_s), paper_jobs_per_gpu=args.paper_jobs_per_gpu)
     t0 = time.perf_counter()
     done: dict[tuple, list[dict]] = {}  # cell key -> its points (a cell in two groups runs once)
