@@ -23,8 +23,9 @@ queued, ``f = 1``: the rule as before.  Grows keep the full cool-down, so a job
 shrunk for an arrival cannot grow back before it.  Without it, a job that
 took the free GPUs of an idle cluster holds them through its cool-down (and
 behind λ) while arrivals queue, where the fixed-batch baseline, which cannot
-take that many GPUs at its batch, admits them: the elastic policy completed
-fewer jobs than that baseline (validation/results/paper_comparison.md).
+take that many GPUs at its batch, admits them: before this rule the elastic
+policy completed 0.89x the jobs of that baseline in one cell of
+validation/paper_comparison.py (64 GPUs, load 32, largest submitted batch).
 
 Rates are the job's believed *progress* rates (:meth:`JobState.progress_per_s`:
 samples/s, or effective samples/s under goodput accounting).  Policies drop

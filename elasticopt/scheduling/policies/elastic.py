@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Mapping
 
@@ -141,11 +142,13 @@ class ElasticPolicy:
     option_filter.standard = True  # type: ignore[attr-defined]
 
     def _due_boosted(self, snapshot: Snapshot) -> tuple[JobState, ...]:
-        """The snapshot's jobs, a queued job at its admission deadline weighted ``due_weight`` times."""
+        """The snapshot's jobs, a queued job at its admission deadline weighted ``due_weight`` times.
+
+        Called after ``self._queue`` is set for the snapshot: a due job makes it +inf, so any other value
+        means there is none (one pass over the jobs per decision, not two).
+        """
         now = snapshot.time_s
-        if self.due_weight == 1.0 or not any(
-                not st.is_running and st.spec.start_by_s is not None and now >= st.spec.start_by_s
-                for st in snapshot.jobs):
+        if self.due_weight == 1.0 or not math.isinf(self._queue):
             return snapshot.jobs
         return tuple(
             dataclasses.replace(st, spec=dataclasses.replace(st.spec, weight=st.spec.weight * self.due_weight))
