@@ -69,6 +69,9 @@ def register(subparsers) -> None:
     p.add_argument("--cooldown-restarts", type=float, default=None,
                    help="hysteresis: no change of a running job before it ran this many restart costs "
                         "(default from docs/design.md §4)")
+    p.add_argument("--queue-yield", type=float, default=None,
+                   help="hysteresis: how fast a running job's cool-down and rescale penalty yield to queued work "
+                        "(0: never; default from docs/design.md §4)")
     p.add_argument("--min-gain", type=float, default=None,
                    help="hysteresis: a grow must raise the job's rate by this fraction (default 0)")
     p.add_argument("--noise", type=float, default=0.0,
@@ -180,6 +183,8 @@ def _config(args, seed: int):
         rule = dataclasses.replace(rule, min_interval_restarts=args.cooldown_restarts)
     if args.min_gain is not None:
         rule = dataclasses.replace(rule, min_gain=args.min_gain)
+    if args.queue_yield is not None:
+        rule = dataclasses.replace(rule, queue_yield=args.queue_yield)
     cluster = _cluster(args)
     return SimulationConfig(gpus=args.gpus if cluster is None else cluster.gpus, gpus_per_node=args.gpus_per_node,
                             restart_cost_s=args.restart_cost_s, horizon_s=args.horizon_s, tick_s=args.tick_s,
