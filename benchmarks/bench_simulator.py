@@ -81,6 +81,8 @@ def main(argv=None) -> int:
     p.add_argument("--min-gain", type=float, default=DEFAULT_HYSTERESIS.min_gain)
     p.add_argument("--payback-factor", type=float, default=DEFAULT_HYSTERESIS.payback_factor)
     p.add_argument("--cooldown-restarts", type=float, default=DEFAULT_HYSTERESIS.min_interval_restarts)
+    p.add_argument("--queue-yield", type=float, default=DEFAULT_HYSTERESIS.queue_yield,
+                   help="how fast the shrink cool-down and the rescale penalty yield to queued work (0: never)")
     p.add_argument("--rescale-penalty", type=float, default=None, help="policy's λ with the rule (default: its own)")
     p.add_argument("--progress", choices=["samples", "goodput"], default="samples")
     p.add_argument("--seed", type=int, default=0)
@@ -107,7 +109,7 @@ def main(argv=None) -> int:
         args.gpus = args.gpus or 256
         jobs = generate_workload(args.jobs, args.gpus, args.load, seed=args.seed)
     rule = Hysteresis(min_gain=args.min_gain, payback_factor=args.payback_factor,
-                      min_interval_restarts=args.cooldown_restarts)
+                      min_interval_restarts=args.cooldown_restarts, queue_yield=args.queue_yield)
     out: dict = {"jobs": args.jobs, "gpus": args.gpus, "cluster": args.cluster or f"one pool of {args.gpus}",
                  "node_aware": args.node_aware, "load": args.load, "policy": args.policy,
                  "solver": args.solver, "hysteresis": dataclasses.asdict(rule),

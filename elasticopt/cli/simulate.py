@@ -64,6 +64,10 @@ def register(subparsers) -> None:
     p.add_argument("--restart-cost-s", type=float, default=30.0, help="seconds lost at every start/rescale")
     p.add_argument("--horizon-s", type=float, default=None, help="stop at this time (default: all jobs done)")
     p.add_argument("--tick-s", type=float, default=None, help="also re-decide every TICK seconds")
+    p.add_argument("--admission-deadline-s", type=float, default=None, metavar="S",
+                   help="drop a job not started S seconds after its arrival (default: wait forever)")
+    p.add_argument("--queue-limit", type=int, default=None, metavar="N",
+                   help="at most N never-started jobs wait; newer arrivals beyond it are dropped")
     p.add_argument("--seed", type=int, default=0, help="seed (throughput noise; workload generation)")
     p.add_argument("--seeds", default=None, metavar="S1,S2,...",
                    help="run every policy once per seed (the throughput noise draw; see --noise); "
@@ -74,6 +78,9 @@ def register(subparsers) -> None:
     p.add_argument("--cooldown-restarts", type=float, default=None,
                    help="hysteresis: no change of a running job before it ran this many restart costs "
                         "(default from docs/design.md §4)")
+    p.add_argument("--queue-yield", type=float, default=None,
+                   help="hysteresis: how fast a running job's cool-down and rescale penalty yield to queued work "
+                        "(0: never; default from docs/design.md §4)")
     p.add_argument("--min-gain", type=float, default=None,
                    help="hysteresis: a grow must raise the job's rate by this fraction (default 0)")
     p.add_argument("--noise", type=float, default=0.0,
@@ -175,12 +182,12 @@ def _table(results, title: str = "policy comparison"):
     from rich.table import Table
 
     t = Table(title=title)
-    for col in ("policy", "done", "JCT mean", "JCT p50", "JCT p95", "JCT all*", "wait", "util", "makespan",
+    for col in ("policy", "done", "dropped", "JCT mean", "JCT p50", "JCT p95", "JCT all*", "wait", "util", "makespan",
                 "rescales", "restart", "decide ms"):
         t.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col == "policy")
     for r in results:
         m = r.metrics
-        t.add_row(r.policy, f"{m.completed}/{m.jobs}", _fmt_s(m.jct_mean_s), _fmt_s(m.jct_median_s),
+        t.add_row(r.policy, f"{m.completed}/{m.jobs}", str(m.dropped), _fmt_s(m.jct_mean_s), _fmt_s(m.jct_median_s),
                   _fmt_s(m.jct_p95_s), _fmt_s(m.jct_mean_all_s), _fmt_s(m.queue_delay_mean_s),
                   f"{m.utilisation:.0%}", _fmt_s(m.makespan_s), f"{m.rescales} ({m.rescales_per_job:.2f}/job)",
                   _fmt_s(m.restart_s),
@@ -200,6 +207,7 @@ def ratios(results) -> dict:
         "completed_elastic_over_fixed_batch": ratio(e.completed, f.completed),
         "mean_jct_fixed_batch_over_elastic": ratio(f.jct_mean_s, e.jct_mean_s),
         "mean_jct_all_fixed_batch_over_elastic": ratio(f.jct_mean_all_s, e.jct_mean_all_s),
+        **({"dropped_fixed_batch_over_elastic": ratio(f.dropped, e.dropped)} if f.dropped or e.dropped else {}),
     }
 
 
@@ -214,11 +222,14 @@ def _config(args, seed: int):
         rule = dataclasses.replace(rule, min_interval_restarts=args.cooldown_restarts)
     if args.min_gain is not None:
         rule = dataclasses.replace(rule, min_gain=args.min_gain)
+    if args.queue_yield is not None:
+        rule = dataclasses.replace(rule, queue_yield=args.queue_yield)
     cluster = _cluster(args)
     return SimulationConfig(gpus=args.gpus if cluster is None else cluster.gpus, gpus_per_node=args.gpus_per_node,
                             restart_cost_s=args.restart_cost_s, horizon_s=args.horizon_s, tick_s=args.tick_s,
                             seed=seed, throughput_noise=args.noise, payback=not args.no_payback, hysteresis=rule,
-                            progress=args.progress, cluster=cluster, node_aware=args.node_aware)
+                            progress=args.progress, cluster=cluster, node_aware=args.node_aware,
+                            admission_deadline_s=args.admission_deadline_s, queue_limit=args.queue_limit)
 
 
 def _cluster(args):

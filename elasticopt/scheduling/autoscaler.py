@@ -177,6 +177,46 @@ class Autoscaler:
         with self._lock:
             self.measured.setdefault(job_id, {})[(gpus, batch)] = samples_per_s
 
+    def drop(self, job_ids: Iterable[str], time_s: float | None = None) -> list[str]:
+        """Drop queued jobs that never started: they leave the system unserved (status ``dropped``).
+
+        Admission control (an admission deadline, a bounded queue: the simulator's
+        ``SimulationConfig.admission_deadline_s`` and ``queue_limit``).  A dropped job held no GPUs, so
+        nothing is re-decided.  Returns the ids dropped, in the order given.
+
+        Raises
+        ------
+        ValidationError
+            A job id that is not active, or a job that holds GPUs or has run before.
+        """
+        with self._lock:
+            now = self.executor.now_s() if time_s is None else float(time_s)
+            out = []
+            for jid in job_ids:
+                tr = self._tracks.get(jid)
+                if tr is None or jid not in self._active:
+                    raise ValidationError(f"drop: job {jid!r}", "an active (queued) job id", jid)
+                if tr.alloc is not None or tr.first_start_s is not None:
+                    raise ValidationError(f"drop: job {jid!r}", "a queued job that never started",
+                                          f"a job that started at t={tr.first_start_s}")
+                tr.status = "dropped"
+                tr.dropped_s = now
+                tr.samples_done = 0.0
+                del self._active[jid]
+                out.append(jid)
+            return out
+
+    def may_drop(self, job_id: str) -> bool:
+        """Whether ``job_id`` is active and has never held GPUs (:meth:`drop` accepts it)."""
+        with self._lock:
+            tr = self._tracks.get(job_id)
+            return tr is not None and job_id in self._active and tr.alloc is None and tr.first_start_s is None
+
+    def never_started(self) -> list[str]:
+        """Ids of the active jobs that have never held GPUs, in arrival order (those :meth:`drop` accepts)."""
+        with self._lock:
+            return [j for j in self._active if self._tracks[j].alloc is None and self._tracks[j].first_start_s is None]
+
     def _finish(self, job_id: str, time_s: float, status: str) -> None:
         with self._lock:
             tr = self._tracks.get(job_id)
@@ -369,6 +409,7 @@ class Autoscaler:
                         stops=tr.stops,
                         restart_s=tr.restart_s,
                         gpu_s=gpu_s,
+                        dropped_s=tr.dropped_s,
                     )
                 )
             return out

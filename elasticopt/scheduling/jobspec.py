@@ -57,6 +57,12 @@ class JobSpec:
         The GPU type the user asked for (what the type-blind ``static`` and
         ``tiresias`` policies run it on); None = the first type of the cluster
         the job may use.
+    start_by_s
+        Admission deadline: the latest time (seconds from the start of the
+        run) the job may start; one that has not started by then is dropped
+        (the simulator's admission control), and at it the anti-thrashing rule
+        counts it as waiting without bound (``hysteresis.queue_value``).  None:
+        it may wait forever.
     """
 
     id: str
@@ -77,6 +83,7 @@ class JobSpec:
     throughputs: Mapping[str, ThroughputModel] | None = None
     types: tuple[str, ...] | None = None
     submitted_type: str | None = None
+    start_by_s: float | None = None
 
     def model_for(self, gpu_type: str) -> ThroughputModel | None:
         """The throughput model on ``gpu_type``; None where the job may not use that type."""

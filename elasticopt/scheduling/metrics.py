@@ -24,7 +24,10 @@ class Metrics:
     completion, when every job completed.  ``decision_s_*`` is the wall time
     of each policy call, ``solver_s_mean`` the solver's own figure.
     ``rescales_per_job`` and ``restart_s_per_job`` divide by every job of
-    the run (thrashing, measured).
+    the run (thrashing, measured).  ``dropped``: jobs admission control
+    turned away (they never started; not in ``jct_mean_all_s`` nor the queue
+    delays); ``failed``; ``unfinished``: running or queued at the end, so
+    ``completed + failed + dropped + unfinished == jobs``.
     """
 
     jobs: int
@@ -51,6 +54,9 @@ class Metrics:
     solver_s_mean: float
     rescales_per_job: float = 0.0
     restart_s_per_job: float = 0.0
+    dropped: int = 0
+    failed: int = 0
+    unfinished: int = 0
 
     def to_dict(self) -> dict:
         """Plain dict (for JSON)."""
@@ -85,8 +91,10 @@ def compute_metrics(records, timeline, decisions, cluster_gpus: int, end_s: floa
     end_s
         End of the run (the horizon, or the last event).
     """
-    arrived = [r for r in records if r.arrival_s <= end_s]
+    arrived = [r for r in records if r.arrival_s <= end_s and r.status != "dropped"]
     done = [r for r in records if r.status == "completed"]
+    n_dropped = sum(1 for r in records if r.status == "dropped")
+    n_failed = sum(1 for r in records if r.status == "failed")
     jct = [r.jct_s for r in done]
     jct_all = [(r.completion_s if r.completion_s is not None else end_s) - r.arrival_s for r in arrived]
     qd = [(r.first_start_s if r.first_start_s is not None else end_s) - r.arrival_s for r in arrived]
@@ -119,6 +127,9 @@ def compute_metrics(records, timeline, decisions, cluster_gpus: int, end_s: floa
         solver_s_mean=float(np.mean([d.solver_s for d in decisions])) if decisions else 0.0,
         rescales_per_job=sum(r.rescales for r in records) / len(records) if records else 0.0,
         restart_s_per_job=float(sum(r.restart_s for r in records)) / len(records) if records else 0.0,
+        dropped=n_dropped,
+        failed=n_failed,
+        unfinished=len(records) - len(done) - n_dropped - n_failed,
     )
 
 

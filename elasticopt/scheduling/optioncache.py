@@ -288,6 +288,7 @@ class OptionCache:
         priority: tuple[str, ...] | None = None,
         allow_preemption: bool = False,
         nodes: bool = True,
+        queue: float = 0.0,
     ) -> OptionTable:
         """The option table of the problem a policy builds from ``jobs`` (docs/design.md §2).
 
@@ -311,6 +312,9 @@ class OptionCache:
             solution is placed on its nodes; False leaves ``pools`` None: the totals only.  One pool
             without packed options needs no placement to be feasible (docs/design.md §2), so a caller
             that places the jobs itself (the autoscaler keeps running jobs on their GPUs) skips it.
+        queue
+            The queue's waiting value (:func:`~elasticopt.scheduling.hysteresis.queue_value`), which
+            shortens the cool-down of shrinks under ``hysteresis``.
         """
         if len(cluster.types) != 1:
             raise ValidationError("cluster", "one GPU type (the option cache is for one-pool clusters)",
@@ -347,7 +351,7 @@ class OptionCache:
         if fixed_batch:
             keep = keep & (F[_B] == self._bsub[rows][:, None])
         if hysteresis is not None:
-            keep = keep & hysteresis.allows_array(K, rate_all, kn, rem, cost, rnow, running, since)
+            keep = keep & hysteresis.allows_array(K, rate_all, kn, rem, cost, rnow, running, since, queue)
         valid = keep | cur
         cols = Columns(w=self._w[rows], t=T, e=E, k=K, valid=valid, rem=rem, cur=cur, running=running, cost=cost,
                        good=good, b=F[_B], types=cluster.types)

@@ -42,9 +42,11 @@ __all__ = [
 class JobRecord:
     """What happened to one job.
 
-    ``status`` is ``completed``, ``failed``, ``running`` or ``queued`` (the last
-    two for jobs unfinished at the end of the run).  ``restart_s`` is the
-    restart cost charged (starts + rescales), ``gpu_s`` the GPU-seconds held.
+    ``status`` is ``completed``, ``failed``, ``dropped`` (admission control:
+    it never started and left the queue at ``dropped_s``), ``running`` or
+    ``queued`` (the last two for jobs unfinished at the end of the run).
+    ``restart_s`` is the restart cost charged (starts + rescales), ``gpu_s``
+    the GPU-seconds held.
     """
 
     job_id: str
@@ -64,6 +66,7 @@ class JobRecord:
     stops: int
     restart_s: float
     gpu_s: float
+    dropped_s: float | None = None
 
     @property
     def jct_s(self) -> float | None:
@@ -124,7 +127,9 @@ def read_jobs_csv(path: str | os.PathLike[str]) -> list[JobRecord]:
         for row in csv.DictReader(fh):
             kw: dict[str, Any] = {}
             for f in _FIELDS:
-                v = row[f]
+                v = row.get(f, "")  # a file written before a field existed: its default (None)
+                if v is None:
+                    v = ""
                 if f in _STR:
                     kw[f] = v
                 elif f in _INT:

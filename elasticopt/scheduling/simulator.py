@@ -3,15 +3,26 @@
 Events are job arrivals (from the workload), completions (predicted by the
 :class:`SimulatedExecutor` from each job's rate and re-predicted whenever its
 allocation changes; stale predictions are recognised by the job's generation
-and skipped) and optional periodic ticks.  At equal times completions come
-first, then arrivals, then ticks.  Arrivals at the same instant are submitted
-together (one decision).  The only randomness is the optional per-job
-throughput noise (the true rate differs from the scheduler's belief by a
-log-normal factor), drawn from ``numpy.random.default_rng(seed)``.
+and skipped), optional periodic ticks and admission deadlines.  At equal times
+completions come first, then arrivals, then ticks, then deadlines (a job whose
+deadline falls at a completion may still start on the GPUs it frees).
+Arrivals at the same instant are submitted together (one decision).  The only
+randomness is the optional per-job throughput noise (the true rate differs
+from the scheduler's belief by a log-normal factor), drawn from
+``numpy.random.default_rng(seed)``.
+
+**Admission control** (``admission_deadline_s`` or a job's own
+``JobSpec.start_by_s``, and ``queue_limit``): a job that has not started by its
+deadline (after one more decision at it), or that is the newest of
+more than ``queue_limit`` never-started jobs after an arrival's decision, is
+*dropped*: it leaves the queue unserved (record status ``dropped``, metric
+``dropped``).  Every submitted job then ends exactly one of completed, failed,
+dropped or unfinished (running or queued at the horizon).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import heapq
 import math
@@ -34,7 +45,7 @@ from elasticopt.scheduling.state import PROGRESS_UNITS
 
 __all__ = ["SimulationConfig", "SimulationResult", "simulate"]
 
-_COMPLETE, _ARRIVAL, _TICK = 0, 1, 2
+_COMPLETE, _ARRIVAL, _TICK, _DEADLINE = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,16 @@ class SimulationConfig:
         A job of a node-aware profile runs at its rate on the nodes it spans
         (packed or spread), and policies that accept ``node_aware`` are given
         it (they then choose packed or spread options).
+    admission_deadline_s
+        Drop a job that has not started this many seconds after its arrival
+        (its ``JobSpec.start_by_s``, unless it has its own; None: wait forever).
+        At its deadline a waiting job gets one more decision, in which the
+        anti-thrashing rule counts it as waiting without bound, before it is
+        dropped.
+    queue_limit
+        Keep at most this many never-started jobs waiting: after the decision
+        at an arrival, the newest ones beyond it are dropped (None: unbounded;
+        0: a job that cannot start at once is dropped).
     """
 
     gpus: int
@@ -90,6 +111,8 @@ class SimulationConfig:
     progress: str = "samples"
     cluster: Cluster | None = None
     node_aware: bool = False
+    admission_deadline_s: float | None = None
+    queue_limit: int | None = None
 
     def __post_init__(self) -> None:
         if self.progress not in PROGRESS_UNITS:
@@ -98,6 +121,12 @@ class SimulationConfig:
             raise ValidationError("horizon_s", "a number > 0 or None", self.horizon_s)
         if self.tick_s is not None and not self.tick_s > 0:
             raise ValidationError("tick_s", "a number > 0 or None", self.tick_s)
+        if self.admission_deadline_s is not None and not (
+                isinstance(self.admission_deadline_s, (int, float)) and self.admission_deadline_s >= 0):
+            raise ValidationError("admission_deadline_s", "a number of seconds >= 0 or None", self.admission_deadline_s)
+        if self.queue_limit is not None and not (
+                isinstance(self.queue_limit, int) and not isinstance(self.queue_limit, bool) and self.queue_limit >= 0):
+            raise ValidationError("queue_limit", "an integer >= 0 or None", self.queue_limit)
         if self.throughput_noise < 0:
             raise ValidationError("throughput_noise", "a number >= 0", self.throughput_noise)
         if self.cluster is not None and self.cluster.gpus != self.gpus:
@@ -153,7 +182,7 @@ def simulate(
         Overrides the true-rate model per job (default: the belief, times the
         noise factor when ``config.throughput_noise > 0``).
     progress
-        Called as ``progress(jobs_finished, jobs_total)`` after each completion.
+        Called as ``progress(jobs_finished, jobs_total)`` after each completion and drop.
     keep_segments
         Return every job's (gpus, batch) stretches in the result.
     on_decision
@@ -192,9 +221,15 @@ def simulate(
     )  # fmt: skip
     heap: list[tuple] = []
     seq = 0
+    deadline = config.admission_deadline_s
     for spec in workload:  # seq keeps the workload's order among equal arrival times
+        if deadline is not None and spec.start_by_s is None:
+            spec = dataclasses.replace(spec, start_by_s=float(spec.arrival_s) + float(deadline))
         heap.append((float(spec.arrival_s), _ARRIVAL, seq, spec))
         seq += 1
+        if spec.start_by_s is not None:
+            heap.append((max(float(spec.start_by_s), float(spec.arrival_s)), _DEADLINE, seq, spec.id))
+            seq += 1
     heapq.heapify(heap)
     if config.tick_s is not None:
         heapq.heappush(heap, (config.tick_s, _TICK, seq, None))
@@ -225,6 +260,8 @@ def simulate(
             break
         if kind == _COMPLETE and executor.generation(payload[0]) != payload[1]:
             continue  # stale prediction of an older allocation: not an event, the clock does not move
+        if kind == _DEADLINE and not scaler.may_drop(payload):
+            continue  # the job started or left before its deadline: not an event either
         executor.set_time(t)
         last_t = t
         if kind == _ARRIVAL:
@@ -233,12 +270,32 @@ def simulate(
                 batch.append(heapq.heappop(heap)[3])
             arrivals_left -= len(batch)
             scaler.submit_many(batch)
+            if config.queue_limit is not None:
+                waiting_ids = scaler.never_started()
+                if len(waiting_ids) > config.queue_limit:  # the newest arrivals beyond the bound
+                    finished += len(scaler.drop(waiting_ids[config.queue_limit:][::-1], t))
+                    if progress is not None:
+                        progress(finished, total)
         elif kind == _COMPLETE:
             job_id, _gen = payload
             executor.complete(job_id)  # the autoscaler reschedules from its callback
             finished += 1
             if progress is not None:
                 progress(finished, total)
+        elif kind == _DEADLINE:
+            scaler.reschedule("deadline")  # a last decision, in which the job counts as waiting without bound
+            for jid in sorted(executor.pop_changed()):
+                ct = executor.completion_time(jid)
+                if ct is not None:
+                    heapq.heappush(heap, (max(ct, t), _COMPLETE, seq, (jid, executor.generation(jid))))
+                    seq += 1
+            if not scaler.may_drop(payload):
+                continue
+            scaler.drop([payload], t)
+            finished += 1
+            if progress is not None:
+                progress(finished, total)
+            continue
         else:
             if not scaler.active_ids and arrivals_left == 0:
                 continue

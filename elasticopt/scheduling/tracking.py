@@ -64,6 +64,7 @@ class JobTrack:
     restart_s: float = 0.0
     gpu_s: float = 0.0
     samples_done: float = 0.0
+    dropped_s: float | None = None
 
     def set_alloc(self, alloc: Option | None, now_s: float) -> None:
         """Close the current allocation's GPU-seconds at ``now_s`` and hold ``alloc`` from then on."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Mapping
 
 from elasticopt.errors import SolverError
 from elasticopt.models import Problem
-from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis, option_filter
+from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis, option_filter, queue_value
 from elasticopt.scheduling.optioncache import OptionCache, vector_values
 from elasticopt.scheduling.policies.base import priority_order, register_policy
 from elasticopt.scheduling.actions import Placed
@@ -77,6 +78,11 @@ class ElasticPolicy:
     solver_options
         Extra keyword options for :func:`elasticopt.solvers.solve` (e.g.
         ``reduce=False``).
+    due_weight
+        A queued job at or past its admission deadline (``JobSpec.start_by_s``:
+        it is dropped unless it starts now) counts this many times its weight
+        in the decision, so that a job about to be lost outweighs the marginal
+        GPUs of running jobs (1: no boost).
     node_aware
         Offer node-aware profiles packed (fewest nodes) and spread, each at
         its own throughput (``Problem.node_aware``); the allocation then says
@@ -105,6 +111,7 @@ class ElasticPolicy:
         hysteresis: Hysteresis | None = None,
         incremental: bool = True,
         node_aware: bool = False,
+        due_weight: float = 10.0,
     ):
         self.solver = solver
         self.objective = objective
@@ -117,16 +124,44 @@ class ElasticPolicy:
         self.hysteresis = DEFAULT_HYSTERESIS if hysteresis is None else hysteresis
         self.incremental = incremental
         self.node_aware = bool(node_aware)
+        self.due_weight = float(due_weight)
         self._cache = OptionCache()
+        self._queue = 0.0  # the queue's waiting value at the decision being built (hysteresis.queue_value)
 
     #: Whether every job keeps its submitted batch (the fixed-batch baseline).
     fixed_batch = False
 
     def option_filter(self, state: JobState) -> Callable[[int, int], bool] | None:
-        """Restriction on a job's options (None = all); subclasses extend it."""
-        return option_filter(state, self.hysteresis) if self.payback else None
+        """Restriction on a job's options (None = all); subclasses extend it.
+
+        Under ``payback``, the hysteresis with the queue's waiting value of the snapshot being built
+        (:func:`~elasticopt.scheduling.hysteresis.queue_value`: a shrink yields to queued work).
+        """
+        return option_filter(state, self.hysteresis, self._queue) if self.payback else None
 
     option_filter.standard = True  # type: ignore[attr-defined]
+
+    def _due_boosted(self, snapshot: Snapshot) -> tuple[JobState, ...]:
+        """The snapshot's jobs, a queued job at its admission deadline weighted ``due_weight`` times.
+
+        Called after ``self._queue`` is set for the snapshot: a due job makes it +inf, so any other value
+        means there is none (one pass over the jobs per decision, not two).
+        """
+        now = snapshot.time_s
+        if self.due_weight == 1.0 or not math.isinf(self._queue):
+            return snapshot.jobs
+        return tuple(
+            dataclasses.replace(st, spec=dataclasses.replace(st.spec, weight=st.spec.weight * self.due_weight))
+            if not st.is_running and st.spec.start_by_s is not None and now >= st.spec.start_by_s else st
+            for st in snapshot.jobs)
+
+    def penalty_now(self) -> float:
+        """λ at the decision being built: ``rescale_penalty`` times the rule's yield factor of the queue.
+
+        :meth:`~elasticopt.scheduling.hysteresis.Hysteresis.yield_factor` of the queue's waiting value
+        (1 while nothing waits), so that a running job's hold on its option yields to queued work.
+        """
+        return self.rescale_penalty * self.hysteresis.yield_factor(self._queue)
 
     def _uses_cache(self, cluster=None) -> bool:
         f = type(self).option_filter
@@ -138,27 +173,31 @@ class ElasticPolicy:
 
         ``nodes=False`` leaves out the cluster's nodes (``OptionTable.pools``): see :meth:`allocate`.
         """
+        self._queue = queue_value(snapshot.jobs, snapshot.time_s)
         return self._cache.table(
-            snapshot.jobs,
+            self._due_boosted(snapshot),
             snapshot.cluster,
             objective=self.objective,
             hysteresis=self.hysteresis if self.payback else None,
             fixed_batch=self.fixed_batch,
-            rescale_penalty=self.rescale_penalty,
+            rescale_penalty=self.penalty_now(),
             priority=priority_order(snapshot, self.priority),
             allow_preemption=self.allow_preemption,
             nodes=nodes,
+            queue=self._queue,
         )
 
     def build_problem(self, snapshot: Snapshot) -> Problem:
         """The allocation problem of a snapshot."""
-        jobs = tuple(to_model_job(st, self.option_filter(st), nodes=self.node_aware) for st in snapshot.jobs)
+        self._queue = queue_value(snapshot.jobs, snapshot.time_s)
+        jobs = tuple(to_model_job(st, self.option_filter(st), nodes=self.node_aware)
+                     for st in self._due_boosted(snapshot))
         return Problem(
             cluster=snapshot.cluster,
             jobs=jobs,
             objective=self.objective,
             allow_preemption=self.allow_preemption,
-            rescale_penalty=self.rescale_penalty,
+            rescale_penalty=self.penalty_now(),
             priority=priority_order(snapshot, self.priority),
             node_aware=self.node_aware,
         )
