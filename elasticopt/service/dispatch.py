@@ -38,7 +38,8 @@ from elasticopt.service.protocol import (
     request_validator,
     validate_request,
 )
-from elasticopt.service.translate import VALUES, Translation, translate
+from elasticopt.models.instance_v2 import FORMAT_2
+from elasticopt.service.translate import VALUES, Translation, translate, translate_instance
 from elasticopt.solvers import Solution, Status, available_solvers, exact_solvers, get_backend, verify
 from elasticopt.solvers.api import solve
 
@@ -50,6 +51,7 @@ log = logging.getLogger("elasticopt.service")
 HTTP_STATUS: dict[str, int] = {
     "invalid_json": 400,
     "invalid_request": 400,
+    "request_too_large": 413,
     "unsupported": 422,
     "unknown_solver": 400,
     "solver_unavailable": 503,
@@ -66,6 +68,28 @@ _SOLVE_ERRORS: tuple[tuple[type[Exception], str], ...] = (
     (SolverUnavailableError, "solver_unavailable"),
     (SolverError, "solver_error"),
 )
+
+
+def _check_service_fields(doc: dict[str, Any]) -> None:
+    """The service's fields on an instance document (not covered by the request schema there)."""
+    rid = doc.get("id")
+    if "id" in doc and (isinstance(rid, bool) or not isinstance(rid, (str, int))):
+        raise ServiceError("invalid_request", "id: expected a string or an integer", "id", "a string or an integer", rid)
+    limit = doc.get("time_limit_s")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0):
+        raise ServiceError("invalid_request", "time_limit_s: expected a number > 0", "time_limit_s",
+                           "a number > 0", limit)
+    for key in ("reduce", "verify"):
+        if key in doc and not isinstance(doc[key], bool):
+            raise ServiceError("invalid_request", f"{key}: expected true or false", key, "true or false", doc[key])
+    if doc.get("op", "solve") != "solve":
+        raise ServiceError("invalid_request", "op: expected 'solve' on an instance document", "op", "'solve'",
+                           doc["op"])
+    solver = doc.get("solver")
+    if solver is not None and not (isinstance(solver, str) or (isinstance(solver, dict) and isinstance(
+            solver.get("name"), str) and isinstance(solver.get("options", {}), dict))):
+        raise ServiceError("invalid_request", "solver: expected a solver name, or {\"name\": ..., \"options\": {...}}",
+                           "solver", "a solver name, or {\"name\": ..., \"options\": {...}}", solver)
 
 
 def _unplaced(sol: Solution) -> bool:
@@ -126,6 +150,8 @@ class AllocationService:
             t_parse = time.perf_counter()
             if isinstance(doc, dict) and isinstance(doc.get("id"), (str, int)) and not isinstance(doc.get("id"), bool):
                 request_id = doc["id"]
+            if isinstance(doc, dict) and doc.get("format") == FORMAT_2:  # an instance file as `solve` reads it:
+                return self._solve_request(doc, request_id, t0, t_parse, time.perf_counter())  # its loader checks
             validate_request(doc)
             t_valid = time.perf_counter()
             if doc.get("op", "solve") == "info":
@@ -148,7 +174,7 @@ class AllocationService:
             "id": request_id,
             "ok": True,
             "version": __version__,
-            "request_formats": [REQUEST_FORMAT, "elasticopt-instance/1"],
+            "request_formats": [REQUEST_FORMAT, "elasticopt-instance/1", FORMAT_2],
             "objectives": [*OBJECTIVES, VALUES],
             "solvers": available_solvers(),
             "exact_solvers": exact_solvers(),
@@ -198,7 +224,11 @@ class AllocationService:
         return sol
 
     def _solve_request(self, doc: dict[str, Any], request_id: Any, t0: float, t_parse: float, t_valid: float) -> dict[str, Any]:
-        tr = translate(doc)
+        if doc.get("format") == FORMAT_2:
+            _check_service_fields(doc)
+            tr = translate_instance(doc)
+        else:
+            tr = translate(doc)
         t_tr = time.perf_counter()
         spec = SolverSpec.from_request(doc["solver"]) if "solver" in doc else self.default_solver
         limit = doc.get("time_limit_s", self.default_time_limit_s)

@@ -39,7 +39,7 @@ from elasticopt.models import Cluster, Job, MeasuredThroughput, Running
 from elasticopt.models.problem import DEFAULT_TYPE, Pool
 from elasticopt.service.protocol import ServiceError, finite
 
-__all__ = ["Translation", "ValueJob", "PoolNodes", "translate", "VALUES"]
+__all__ = ["Translation", "ValueJob", "PoolNodes", "translate", "translate_instance", "VALUES", "SERVICE_FIELDS"]
 
 #: The objective of caller values (the model's objectives are ``elasticopt.models.OBJECTIVES``).
 VALUES = "values"
@@ -279,6 +279,33 @@ def translate(doc: dict[str, Any]) -> Translation:
         raise ServiceError("invalid_request", f"{path}: expected {exc.expected}", path, exc.expected,
                            exc.found) from None
     return Translation(problem, pools, current, value_jobs, tuple(left_out))
+
+
+#: Request fields that are the service's, not the model's: taken off an instance document before its loader.
+SERVICE_FIELDS: tuple[str, ...] = ("id", "op", "solver", "time_limit_s", "reduce", "verify")
+
+
+def translate_instance(doc: dict[str, Any]) -> Translation:
+    """An instance document of any format ``elasticopt solve`` reads (format 1 or 2), built by the model's
+    own loader; the service's fields (:data:`SERVICE_FIELDS`) are taken off first.  Nodes are numbered as
+    for a request: pools in document order, from 0; a pool's ``free`` GPUs are its nodes' capacities.
+
+    Raises
+    ------
+    ServiceError
+        ``invalid_request`` with the loader's JSON path, expectation and finding.
+    """
+    inst = {k: v for k, v in doc.items() if k not in SERVICE_FIELDS}
+    try:
+        problem = problem_from_dict(inst, file="request")
+    except ValidationError as exc:
+        raise ServiceError("invalid_request", f"{exc.path}: expected {exc.expected}", exc.path, exc.expected,
+                           exc.found) from None
+    pools, first = {}, 0
+    for t, pool in problem.cluster.pools.items():  # type: ignore[union-attr]
+        pools[t] = PoolNodes(pool.free_per_node(), pool.gpus_per_node, first)
+        first += pool.nodes
+    return Translation(problem, pools, {})
 
 
 def _values_problem(jobs: list[dict[str, Any]], cluster_doc: dict[str, Any], allow: bool,
