@@ -17,18 +17,22 @@ table per workload: mean / median / p99 JCT, makespan, finished jobs,
 restarts per job, micro-tasks on a worker type the policy gave share 0,
 allocation calls and their median / p99 / max wall time.
 
-Workloads (``--workloads``, default ``artifact,continuous-multiple``):
+Workloads (``--workloads``, default ``artifact,static-multiple``):
 
 - ``artifact``: ``scripts/drivers/simulate_scheduler_with_trace.py`` on
   ``traces/physical_cluster/artifact_evaluation.trace`` with
   ``physical_cluster_throughputs.json`` on 2 V100 + 4 K80 (the artifact
   evaluation of EXPERIMENTS.md); ``trace:NAME`` runs another trace of
   ``traces/physical_cluster/`` on ``--cluster-spec``;
-- ``continuous-multiple``: ``scripts/drivers/simulate_scheduler_with_generated_jobs.py``
-  with Gavel's generated multi-GPU jobs (Figure 9's setting, smaller):
-  ``--generated-args`` (default ``-c 8:8:8 -m -s 0 -e 40 -l 1800 --seed 0``;
-  the paper's is ``-c 36:36:36 -m -s 4000 -e 5000 -l 3600/rate --seed 0``:
-  hours per policy).
+- ``static-multiple``: ``scripts/drivers/simulate_scheduler_with_generated_jobs.py``
+  with Gavel's generated multi-GPU jobs (Philly-like sizes and durations),
+  all submitted at time 0 (``-l 0``: Gavel's static trace of its makespan
+  experiment, smaller): ``--generated-args`` (default ``-c 8:8:8 -m -s 0
+  -e 30 -l 0 --seed 0``, 1-2 minutes per policy; EXPERIMENTS.md sweeps up to
+  500 jobs on ``-c 36:36:36``);
+- ``continuous-multiple``: the same driver with Poisson arrivals (Figure 9:
+  ``-c 36:36:36 -m -s 4000 -e 5000 -l 3600/rate``, hours per policy): give
+  ``--generated-args`` with a ``-l`` > 0.
 
 How the policy is registered (nothing in the checkout changes): a runner
 script in a temporary folder puts ``scheduler/`` and the drop-in on
@@ -66,7 +70,7 @@ from elasticopt.integrations import gavel as _dropin  # noqa: E402
 DROPIN = Path(_dropin.__file__)
 OURS = "elasticopt"
 DEFAULT_POLICIES = "max_min_fairness_perf,max_sum_throughput_perf,finish_time_fairness_perf,min_total_duration_perf,fifo_perf"
-DEFAULT_GENERATED = "-c 8:8:8 -m -s 0 -e 40 -l 1800 --seed 0"
+DEFAULT_GENERATED = "-c 8:8:8 -m -s 0 -e 30 -l 0 --seed 0"
 TRACE_DRIVER = "scripts/drivers/simulate_scheduler_with_trace.py"
 GENERATED_DRIVER = "scripts/drivers/simulate_scheduler_with_generated_jobs.py"
 
@@ -176,9 +180,14 @@ def workload_args(name: str, sched: Path, cluster_spec: str, generated: str) -> 
             raise ElasticoptError(f"--workloads {name}: no trace {trace}")
         return TRACE_DRIVER, ["-t", str(trace), "--throughputs_file", "physical_cluster_throughputs.json",
                               "-c", cluster_spec, "--seed", "0"]
-    if name == "continuous-multiple":
-        return GENERATED_DRIVER, [*shlex.split(generated), "-v"]
-    raise ElasticoptError(f"--workloads {name}: expected artifact, continuous-multiple or trace:FILE")
+    if name in ("static-multiple", "continuous-multiple"):
+        args = shlex.split(generated)
+        lam = args[args.index("-l") + 1] if "-l" in args[:-1] else None
+        if lam is None or (float(lam) == 0) != (name == "static-multiple"):
+            raise ElasticoptError(f"--workloads {name} needs --generated-args with "
+                                  f"{'-l 0' if name == 'static-multiple' else '-l SECONDS (> 0)'}; got {generated!r}")
+        return GENERATED_DRIVER, [*args, "-v"]
+    raise ElasticoptError(f"--workloads {name}: expected artifact, static-multiple, continuous-multiple or trace:FILE")
 
 
 def run_one(sched: Path, python: str, driver: str, args: list[str], policy: str, out: Path,
@@ -207,8 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gavel", type=Path, required=True, help="your Gavel checkout (root or scheduler/)")
     ap.add_argument("--python", required=True, help="the interpreter of Gavel's environment")
-    ap.add_argument("--workloads", default="artifact,continuous-multiple",
-                    help="comma-separated: artifact, continuous-multiple, trace:FILE (default: the first two)")
+    ap.add_argument("--workloads", default="artifact,static-multiple",
+                    help="comma-separated: artifact, static-multiple, continuous-multiple, trace:FILE "
+                         "(default: artifact,static-multiple)")
     ap.add_argument("--policies", default=DEFAULT_POLICIES, help=f"Gavel's policies to compare (default {DEFAULT_POLICIES})")
     ap.add_argument("--generated-args", default=DEFAULT_GENERATED,
                     help=f"arguments of the generated-jobs driver (default {DEFAULT_GENERATED!r})")

@@ -37,8 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "answers that LIMIT as it is)")
     p.add_argument("--max-body-mib", type=float, default=64.0, help="HTTP: largest request body read, in MiB "
                    "(default 64); a larger one is refused unread with HTTP 413 (request_too_large)")
-    p.add_argument("--no-warm-up", action="store_true", help="skip the warm-up solve (the first request then "
-                   "pays the jax DP's compilation)")
+    p.add_argument("--no-warm-up", action="store_true", help="skip the warm-up (by default the service compiles "
+                   "the DP's kernels for one to three pools before it answers: 10-20 s once; without it a host's "
+                   "calls pay 0.5-4 s at each new kernel shape)")
     p.set_defaults(func=run)
 
 

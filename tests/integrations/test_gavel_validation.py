@@ -221,7 +221,7 @@ def test_from_the_help_command_to_a_table(tmp_path, relative, capsys, monkeypatc
     assert rc == 0, cap.err
     assert text.count("| elasticopt |") == 2 and text.count("| max_min_fairness_perf |") == 2
     assert "**artifact (scripts/drivers/simulate_scheduler_with_trace.py" in text
-    assert "**continuous-multiple (" in text
+    assert "**static-multiple (" in text
     assert "elasticopt / best host policy" in text and "calls over every workload" in text
     rec = json.loads((out_dir / "artifact" / "elasticopt.json").read_text())
     assert rec["extra"]["policy name"] == "Elasticopt_Perf"  # the drop-in itself ran inside the host
@@ -251,7 +251,7 @@ def test_clear_errors(tmp_path, capsys):
     assert gs.main(["--gavel", str(tmp_path / "g"), "--python", str(tmp_path / "no-python")]) == 2
     assert "no such interpreter" in capsys.readouterr().err
     assert gs.main(["--gavel", str(tmp_path / "g"), "--python", sys.executable, "--workloads", "nope"]) == 2
-    assert "expected artifact, continuous-multiple or trace:FILE" in capsys.readouterr().err
+    assert "expected artifact, static-multiple, continuous-multiple or trace:FILE" in capsys.readouterr().err
     assert gs.main(["--gavel", str(tmp_path / "g"), "--python", sys.executable, "--policies", "no_such",
                     "--workloads", "artifact", "--serve", SERVE]) == 2
     assert "exited with" in capsys.readouterr().err  # the host's own argparse refuses the name

@@ -122,3 +122,34 @@ def test_max_body_must_be_positive():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "--max-body-mib 0.0: expected a number of MiB > 0" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def _gavel_like(rng, n, pools):
+    jobs = []
+    for i in range(n):
+        k = rng.choice([1, 1, 2, 4])
+        jobs.append({"id": str(i), "options": [{"gpus": k, "pool": t, "value": rng.uniform(0.2, 1.0)}
+                                               for t, g in pools.items() if k <= g]})
+    return {"format": "elasticopt-request/1", "objective": "values", "priority": [j["id"] for j in jobs],
+            "cluster": {"pools": {t: {"nodes": 1, "gpus_per_node": g} for t, g in pools.items()}}, "jobs": jobs}
+
+
+def test_after_the_warm_up_a_host_loop_compiles_no_kernel():
+    """`elasticopt serve` warms up before its first answer: afterwards a Gavel-like loop (2 and 3 pools,
+    1..40 jobs, the shapes of the 2:0:4 artifact and 8:8:8 static runs) and a one-pool loop build no new DP
+    kernel (each new kernel was a 0.7-3.8 s call mid-run before: the '~1.8 s around the 8th request')."""
+    import random
+
+    from elasticopt.solvers import jax_dp
+
+    service = AllocationService()
+    service.warm_up()
+    before = (jax_dp._kernels.cache_info().misses, jax_dp._kernels_multi.cache_info().misses)
+    rng = random.Random(0)
+    for pools, sizes in (({"v100": 2, "k80": 4}, range(15, 0, -1)), ({"v100": 8, "p100": 8, "k80": 8}, (30, 28, 25, 20, 40, 10)),
+                         ({"gpu": 8}, (12, 8, 3))):
+        for n in sizes:
+            resp = service.handle(_gavel_like(rng, n, pools))
+            assert resp["ok"], resp
+    after = (jax_dp._kernels.cache_info().misses, jax_dp._kernels_multi.cache_info().misses)
+    assert after == before, f"kernels built after the warm-up: {before} -> {after}"
