@@ -136,6 +136,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_listening(port: int, proc: subprocess.Popen, timeout_s: float = 180.0) -> None:
+    """Until the simulator's gRPC server accepts connections on ``port`` (the Readme's "one terminal, then the
+    other"); an error if it exits first or never listens."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise ElasticoptError(f"Blox's simulator_simple.py exited with {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise ElasticoptError(f"Blox's simulator_simple.py did not listen on port {port} within {timeout_s:.0f} s")
+
+
 def run_one(root: Path, python: str, log_file: Path, load: int, track: tuple[int, int], policy: str,
             out: Path, serve: list[str], timeout_s: float) -> dict:
     """Blox's two processes for one policy at one load; the runner script's record plus Blox's job stats."""
@@ -158,7 +173,7 @@ def run_one(root: Path, python: str, log_file: Path, load: int, track: tuple[int
                                 "--exp-prefix", prefix, "--simulator-rpc-port", str(port)],
                                cwd=work, env=env, stdout=sim_log, stderr=subprocess.STDOUT)
         try:
-            time.sleep(1.0)  # the simulator's gRPC server first (the Readme's "one terminal", then the other)
+            _wait_listening(port, sim)
             with open(sched_log, "w") as fh:
                 try:
                     proc = subprocess.run([python, str(work / "eo_runner.py"), "--simulate", "--load", str(load),
@@ -190,7 +205,7 @@ def run_one(root: Path, python: str, log_file: Path, load: int, track: tuple[int
         makespan = max(float(v[1]) for v in done.values()) - min(float(v[0]) for v in done.values()) if done else 0.0
     except (TypeError, ValueError, IndexError) as exc:
         raise ElasticoptError(f"{policy}: Blox's job stats: expected {{job: [submit, end]}} ({exc})") from None
-    tracked = range(track[0], track[1])
+    tracked = range(track[0], track[1] + 1)  # Blox's JobState: START..STOP inclusive
     return {"jct_s": {str(j): jct.get(str(j)) for j in tracked}, "makespan_s": makespan,
             "restarts": {str(j): rec["suspended"].get(str(j), 0) for j in tracked}, "calls_ms": rec["calls_ms"]}
 
@@ -202,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cluster-job-log", type=Path, required=True,
                     help="the Philly trace Blox's simulator reads (cluster_job_log of msr-fiddle/philly-traces)")
     ap.add_argument("--loads", default="1", help="comma-separated jobs per hour (default 1)")
-    ap.add_argument("--track", default="0:50", help="tracked job ids START:STOP (default 0:50; Blox's 3000:4000)")
+    ap.add_argument("--track", default="0:50", help="tracked job ids START:STOP, inclusive as Blox counts them "
+                    "(default 0:50; Blox's own 3000:4000)")
     ap.add_argument("--policies", default="Las,Fifo", help="Blox's scheduling policies to compare (default Las,Fifo)")
     ap.add_argument("--timeout-s", type=float, default=1800.0, help="per run (default 1800)")
     ap.add_argument("--out", type=Path, default=None, help="folder for logs and table.md (default: temporary)")
@@ -242,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(host_runs.summarize(policy, rec, str(out / f"{policy}.calls.json")))
                 if policy == OURS:
                     ours_calls.extend(rec["calls_ms"])
-            text = host_runs.table(f"load {load} jobs/hour, jobs {start}-{stop - 1} tracked", rows, OURS)
+            text = host_runs.table(f"load {load} jobs/hour, jobs {start}-{stop} tracked", rows, OURS)
             print(text, flush=True)
             texts.append(text)
         line = host_runs.latency_line([], OURS, ours_calls)

@@ -37,6 +37,11 @@ for j in range(a.end_job_track + 5):
     jobs[j] = {"submit_time": t, "num_GPUs": rng.choice([1, 2, 4]), "work": rng.uniform(600, 6000)}
 json.dump({"jobs": jobs, "track": [a.start_job_track, a.end_job_track], "load": a.jobs_per_hour},
           open("sim_%d.json" % a.simulator_rpc_port, "w"))
+import socket
+server = socket.socket()  # listens on the simulator's port, as Blox's gRPC server does
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", a.simulator_rpc_port))
+server.listen(8)
 while True:
     time.sleep(1)
 '''
@@ -108,7 +113,7 @@ jobs = {int(k): v for k, v in sim["jobs"].items()}
 start, stop = sim["track"]
 policy, place = schedulers.Las(args), placement.JobPlacement(args)
 js, cs, now, stats = JobState(), ClusterState(2, 4), 0.0, {}
-while not all(j in stats for j in range(start, stop)):
+while not all(j in stats for j in range(start, stop + 1)):  # Blox's JobState: START..STOP inclusive
     for j, v in jobs.items():
         if v["submit_time"] <= now and j not in js.active_jobs and j not in stats:
             js.active_jobs[j] = {"submit_time": v["submit_time"], "num_GPUs": v["num_GPUs"], "attained": 0.0,
@@ -131,7 +136,7 @@ while not all(j in stats for j in range(start, stop)):
             v["left"] -= args.round_duration / v["num_GPUs"] * v["num_GPUs"] ** 0.9
             v["attained"] += args.round_duration
     now += args.round_duration
-with open("%s_%d_%d_Las_load_%d_job_stats.json" % (args.exp_prefix, start, stop - 1, args.load), "w") as fh:
+with open("%s_%d_%d_Las_load_%d_job_stats.json" % (args.exp_prefix, start, stop, args.load), "w") as fh:
     json.dump({str(k): v for k, v in stats.items()}, fh)
 '''
 
@@ -168,11 +173,11 @@ def test_from_the_help_command_to_a_table(tmp_path, relative, capsys, monkeypatc
                   "--track", "0:8", "--serve", SERVE, "--out", str(tmp_path / "out")])
     cap = capsys.readouterr()
     assert rc == 0, cap.err
-    for name in ("| elasticopt | 8/8 |", "| Las | 8/8 |", "| Fifo | 8/8 |", "elasticopt / best host policy",
+    for name in ("| elasticopt | 9/9 |", "| Las | 9/9 |", "| Fifo | 9/9 |", "elasticopt / best host policy",
                  "calls over every workload"):
         assert name in cap.out, cap.out
     stats = json.loads((tmp_path / "out" / "load_1" / "elasticopt.job_stats.json").read_text())
-    assert set(stats) >= {str(j) for j in range(8)}
+    assert set(stats) >= {str(j) for j in range(9)}
     calls = json.loads((tmp_path / "out" / "load_1" / "elasticopt.calls.json").read_text())["calls_ms"]
     assert len(calls) >= 2 and len(calls) % 2 == 0  # two schedule calls per round, each timed
     assert not list((tmp_path / "blox").rglob("*elasticopt*")) and not list((tmp_path / "blox").rglob("*.json"))
