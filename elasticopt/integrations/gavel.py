@@ -41,8 +41,9 @@ share of 0) take the type's free workers, and the types are visited in the
 order v100, p100, k80 only when the policy's ``name`` contains ``"Perf"`` (or
 ``"Packing"``); otherwise the order is shuffled every round.  With 0/1 shares
 a shuffled order lets a job of share 0 on a type take that type's workers
-before the type's own jobs are visited (on a generated 30-job trace 474 of
-982 micro-tasks ran on a type the drop-in gave share 0), so the name is
+before the type's own jobs are visited (under the earlier name
+``"elasticopt"`` the jobs given a type were displaced to slower types or left
+idle), so the name is
 ``"Elasticopt_Perf"``: the fixed order visits the fastest type first, the
 jobs given a type always fit in it, and a leftover faster worker can only
 move a job to a type visited earlier.  The name matches none of Gavel's
