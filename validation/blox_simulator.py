@@ -193,7 +193,9 @@ def run_one(root: Path, python: str, log_file: Path, load: int, track: tuple[int
         if proc.returncode != 0:
             raise ElasticoptError(f"Blox's las_scheduler.py exited with {proc.returncode} for {policy} "
                                   f"(log {sched_log}):\n{sched_log.read_text()[-1500:]}")
-        stats = list(work.glob(f"{prefix}_*_job_stats.json"))
+        # Blox writes {prefix}_{start}_{stop}_Las_load_{load as float}_job_stats.json, and the same with
+        # "_Las_accept_all_" (its acceptance policy) in the name: the first is read
+        stats = [p for p in work.glob(f"{prefix}_{track[0]}_{track[1]}_Las_load_*_job_stats.json")]
         if len(stats) != 1:
             raise ElasticoptError(f"{policy}: expected Blox's {prefix}_START_STOP_Las_load_{load}_job_stats.json "
                                   f"in its working folder, found {sorted(p.name for p in work.iterdir())}")

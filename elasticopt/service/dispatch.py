@@ -38,6 +38,7 @@ from elasticopt.service.protocol import (
     request_validator,
     validate_request,
 )
+from elasticopt.models.fastload import _SLOW
 from elasticopt.models.instance_v2 import FORMAT_2
 from elasticopt.service.translate import VALUES, Translation, translate, translate_instance
 from elasticopt.solvers import Solution, Status, available_solvers, exact_solvers, get_backend, verify
@@ -169,16 +170,19 @@ class AllocationService:
         request_id: Any = None
         try:
             doc = parse_request(request) if isinstance(request, (bytes, str)) else dict(request)
+            # the model loader's screen of the text (fastload.fast_parse): its fast path is safe without these
+            raw = request.encode("utf-8", "surrogatepass") if isinstance(request, str) else request
+            screened = isinstance(raw, bytes) and _SLOW.search(raw) is None
             t_parse = time.perf_counter()
             if isinstance(doc, dict) and isinstance(doc.get("id"), (str, int)) and not isinstance(doc.get("id"), bool):
                 request_id = doc["id"]
             if isinstance(doc, dict) and doc.get("format") == FORMAT_2:  # an instance file as `solve` reads it:
-                return self._solve_request(doc, request_id, t0, t_parse, time.perf_counter())  # its loader checks
+                return self._solve_request(doc, request_id, t0, t_parse, time.perf_counter(), screened)
             validate_request(doc)
             t_valid = time.perf_counter()
             if doc.get("op", "solve") == "info":
                 return self.info(request_id)
-            return self._solve_request(doc, request_id, t0, t_parse, t_valid)
+            return self._solve_request(doc, request_id, t0, t_parse, t_valid, screened)
         except ServiceError as exc:
             return error_response(request_id, exc)
         except Exception as exc:  # a bug must not take the service down
@@ -255,12 +259,13 @@ class AllocationService:
                                "a solver run that ends with a result", sol.message)
         return sol
 
-    def _solve_request(self, doc: dict[str, Any], request_id: Any, t0: float, t_parse: float, t_valid: float) -> dict[str, Any]:
+    def _solve_request(self, doc: dict[str, Any], request_id: Any, t0: float, t_parse: float, t_valid: float,
+                       screened: bool = False) -> dict[str, Any]:
         if doc.get("format") == FORMAT_2:
             _check_service_fields(doc)
-            tr = translate_instance(doc)
+            tr = translate_instance(doc, screened)
         else:
-            tr = translate(doc)
+            tr = translate(doc, screened)
         t_tr = time.perf_counter()
         spec = SolverSpec.from_request(doc["solver"]) if "solver" in doc else self.default_solver
         limit = doc.get("time_limit_s", self.default_time_limit_s)

@@ -136,8 +136,9 @@ while not all(j in stats for j in range(start, stop + 1)):  # Blox's JobState: S
             v["left"] -= args.round_duration / v["num_GPUs"] * v["num_GPUs"] ** 0.9
             v["attained"] += args.round_duration
     now += args.round_duration
-with open("%s_%d_%d_Las_load_%d_job_stats.json" % (args.exp_prefix, start, stop, args.load), "w") as fh:
-    json.dump({str(k): v for k, v in stats.items()}, fh)
+for part in ("Las", "Las_accept_all"):  # Blox writes both names
+    with open("%s_%d_%d_%s_load_%s_job_stats.json" % (args.exp_prefix, start, stop, part, float(args.load)), "w") as fh:
+        json.dump({str(k): v for k, v in stats.items()}, fh)
 '''
 
 
