@@ -37,8 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "allocation, within what is left of the time limit (default auto: the first installed "
                    "backend exact with node variables by capabilities: milp, cpsat, pyomo; 'none' answers that "
                    "LIMIT as it is)")
-    p.add_argument("--no-warm-up", action="store_true", help="skip the warm-up solve (the first request then "
-                   "pays the jax DP's compilation)")
+    p.add_argument("--max-body-mib", type=float, default=64.0, help="HTTP: largest request body read, in MiB "
+                   "(default 64); a larger one is refused unread with HTTP 413 (request_too_large)")
+    p.add_argument("--no-warm-up", action="store_true", help="skip the warm-up (by default the service compiles "
+                   "the DP's kernels for one to three pools before it answers: 10-20 s once; without it a host's "
+                   "calls pay 0.5-4 s at each new kernel shape)")
     p.set_defaults(func=run)
 
 
@@ -46,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the service until its input ends (stdio) or it is interrupted (HTTP)."""
     from elasticopt.service import AllocationService, serve_stdio
 
+    if not args.max_body_mib > 0:
+        raise ElasticoptError(f"--max-body-mib {args.max_body_mib}: expected a number of MiB > 0")
     fallback = None if args.placement_fallback == "none" else args.placement_fallback
     service = AllocationService(default_solver=args.solver, default_time_limit_s=args.time_limit_s,
                                 placement_fallback=fallback)
@@ -67,5 +72,5 @@ def run(args: argparse.Namespace) -> int:
         raise ElasticoptError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
     host, port = sock.getsockname()[:2]
     print(f"listening on http://{host}:{port}", flush=True)
-    serve_http(service, sock)
+    serve_http(service, sock, max_body_bytes=int(args.max_body_mib * 1024 * 1024))
     return 0

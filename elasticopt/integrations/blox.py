@@ -28,13 +28,23 @@ run first, then the rest, each group oldest first) plus ``"elasticopt"``:
 the GPU count and GPU ids chosen per job; ``place`` returns
 ``(jobs_to_terminate, {job_id: [GPU ids]})`` as Blox's placement does.
 
-Objective
----------
+Objective, and how it differs from Blox's own policies
+------------------------------------------------------
 Without a speedup function: the most jobs running at their requested GPU
 count (a knapsack, solved exactly: no head-of-line blocking), oldest first
 on ties.  With ``speedup_fn(job_id, job_info, num_gpus)``: elastic, 1 ..
 ``num_GPUs`` GPUs per job, Pollux's power-mean fairness of speedups
-(``p_fairness``), the number of running jobs maximised first.
+(``p_fairness``), the number of running jobs maximised first.  Blox's
+``Fifo`` and ``Las`` order the jobs (arrival, attained service) and its
+placement launches them in that order while GPUs last, so a large job at
+the head of the order can leave GPUs idle that smaller jobs behind it could
+use; here the set of running jobs is chosen as a whole (ties to the oldest),
+and a running job keeps its GPUs when it stays in the set.
+
+Blox's loop calls ``schedule`` twice per round (``las_scheduler.py``: before
+and after ``prune_jobs``); a call whose request equals the previous one (no
+job finished in between) is answered from the previous answer, without a
+second request (``requests_sent``, ``repeats_answered`` count them).
 
 What it cannot express
 ----------------------
@@ -115,6 +125,9 @@ class BloxPolicy(object):
         self.time_limit_s = time_limit_s
         self.client = client or ElasticoptClient(url=url, command=command)
         self.last_response = None
+        self.requests_sent = 0  # requests that reached the service
+        self.repeats_answered = 0  # calls answered from the previous answer (same state: Blox's second call)
+        self._last = None  # (the request as sorted JSON, its response)
 
     def _options(self, job_id, info, cap):
         want = int(info[self.gpus_key])
@@ -185,7 +198,14 @@ class BloxPolicy(object):
         if len(by_id) != len(job_dict):
             raise ElasticoptError("job ids must stay distinct as strings")
         doc, node_ids, gpus_of, holder = self.build_request(job_dict, node_info, gpu_df)
-        resp = self.client.request(doc)
+        key = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+        if self._last is not None and self._last[0] == key:  # the same jobs, GPUs and holders: the same answer
+            resp = self._last[1]
+            self.repeats_answered += 1
+        else:
+            resp = self.client.request(doc)
+            self.requests_sent += 1
+            self._last = (key, resp)
         self.last_response = resp
         kept, chosen = {}, {}
         for rid, a in resp["allocation"].items():

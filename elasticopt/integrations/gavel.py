@@ -17,19 +17,45 @@ that worker type, ``scale_factors[job_id]`` the GPUs it needs,
 ``cluster_spec[worker_type]`` the number of GPUs of that type.  The answer is
 ``{job_id: {worker_type: share}}`` as Gavel's other policies return.
 
-Objective
----------
+Objective, and how it differs from Gavel's own policies
+-------------------------------------------------------
 Maximise the sum over jobs of normalised throughput, ``throughput[j][t] /
 max_t throughput[j][t]`` (each job is worth at most 1, so a job is not
 favoured for being fast in absolute terms), every job on at most one worker
-type with exactly its scale factor of GPUs, within each type's GPUs — solved
-exactly by elasticopt.  Ties go to the jobs in the order Gavel lists them.
+type with exactly its scale factor of GPUs, within each type's GPUs — an
+integer programme solved exactly by elasticopt.  Ties go to the jobs in the
+order Gavel lists them.  Gavel's ``max_sum_throughput_perf``
+(``ThroughputSumWithPerf``) maximises the raw sum of throughput x time
+fraction as a linear programme (fractional shares, realised over rounds by
+Gavel's mechanism); its ``max_min_fairness_perf`` maximises the smallest
+normalised share.  Here shares are 0 or 1, so a job either runs every round
+on one type or waits (no time slicing): fewer jobs share the cluster at once
+and each one finishes sooner.
+
+Gavel's round mechanism
+-----------------------
+Gavel turns the allocation into micro-tasks each round
+(``Scheduler._schedule_jobs_on_workers``): per worker type, jobs in
+decreasing priority (share / fraction of the type's time received; 0 for a
+share of 0) take the type's free workers, and the types are visited in the
+order v100, p100, k80 only when the policy's ``name`` contains ``"Perf"`` (or
+``"Packing"``); otherwise the order is shuffled every round.  With 0/1 shares
+a shuffled order lets a job of share 0 on a type take that type's workers
+before the type's own jobs are visited (under the earlier name
+``"elasticopt"`` the jobs given a type were displaced to slower types or left
+idle), so the name is
+``"Elasticopt_Perf"``: the fixed order visits the fastest type first, the
+jobs given a type always fit in it, and a leftover faster worker can only
+move a job to a type visited earlier.  The name matches none of Gavel's
+``startswith`` dispatches (``FIFO``, ``MaxMinFairness``, ...), so Gavel calls
+``get_allocation(throughputs, scale_factors, cluster_spec)``; it recomputes
+the allocation when jobs arrive or finish (not every round), and the answer
+holds until then.
 
 What it cannot express
 ----------------------
-- time sharing: shares are 0 or 1 per round (Gavel's LP policies return
-  fractions that its round-based mechanism realises over time); rerun it every
-  round and Gavel's mechanism still works, without fractional fairness;
+- time sharing: shares are 0 or 1 (Gavel's LP policies return fractions that
+  its round-based mechanism realises over time);
 - space-sharing pairs (job id pairs with a list of two throughputs) get 0;
 - Gavel's placement inside a worker type (each type is one pool of GPUs here;
   Gavel places a job's workers itself).
@@ -61,7 +87,7 @@ class GavelPolicy(object):
         Where the service is: see :class:`ElasticoptClient` (or pass one).
     """
 
-    name = "elasticopt"
+    name = "Elasticopt_Perf"  # "Perf": Gavel keeps its worker-type order (module docstring)
 
     def __init__(self, solver="dp", time_limit_s=None, url=None, command=None, client=None):
         self.solver = solver
@@ -78,7 +104,7 @@ class GavelPolicy(object):
             if any(isinstance(row.get(t), (list, tuple)) for t in row):
                 continue  # a space-sharing pair
             k = int(scale_factors[job_id])
-            rates = dict((t, float(row.get(t, 0.0))) for t in types)
+            rates = dict((t, float(row.get(t, 0.0))) for t in types)  # numpy scalars as floats
             best = max([r for r in rates.values() if r > 0 and math.isfinite(r)] or [0.0])
             options = [{"gpus": k, "pool": t, "value": r / best} for t, r in rates.items()
                        if best > 0 and r > 0 and math.isfinite(r) and k <= int(cluster_spec[t])]

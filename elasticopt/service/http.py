@@ -11,28 +11,65 @@ Each request is answered in starlette's threadpool (parsing and validation of
 different clients overlap; the solve itself is serialised by the service's
 lock), so a slow solve never blocks the event loop and a client that
 disconnects mid-request costs only its own answer.  Needs ``elasticopt[service]``.
+
+A body larger than ``max_body_bytes`` (default :data:`DEFAULT_MAX_BODY_BYTES`,
+64 MiB; ``elasticopt serve --max-body-mib``) is refused with HTTP 413 and a
+structured ``request_too_large`` error without being read into memory: a
+``Content-Length`` above the limit is refused before any of the body is read;
+a body without one (chunked) is read in the server's chunks and refused as
+soon as their total passes the limit.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 from typing import Any
 
 from elasticopt.service.dispatch import HTTP_STATUS, AllocationService
-from elasticopt.service.protocol import load_schema
+from elasticopt.service.protocol import ServiceError, error_response, load_schema
 
-__all__ = ["make_app", "bind", "serve_http"]
+__all__ = ["make_app", "bind", "serve_http", "DEFAULT_MAX_BODY_BYTES"]
 
-def make_app(service: AllocationService) -> Any:
-    """The starlette application of ``service``."""
+#: Largest request body the HTTP transport reads (64 MiB).
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+def _too_large(limit: int, found: str) -> ServiceError:
+    return ServiceError("request_too_large", f"request body {found}: more than this service reads ({limit} bytes); "
+                        "send a smaller request or start the service with a larger --max-body-mib", "(body)",
+                        f"at most {limit} bytes", found)
+
+
+def make_app(service: AllocationService, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Any:
+    """The starlette application of ``service`` (bodies over ``max_body_bytes`` are refused unread)."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
+    def refuse(err: ServiceError) -> Response:
+        data = json.dumps(error_response(None, err), separators=(",", ":")).encode() + b"\n"
+        # Connection: close: the unread rest of the body must not be taken for the next request
+        return Response(data, status_code=HTTP_STATUS[err.code], media_type="application/json",
+                        headers={"Connection": "close"})
+
     async def solve_route(request: Request) -> Response:
-        body = await request.body()
+        length = request.headers.get("content-length")
+        if length is not None:
+            if not length.strip().isdigit():
+                return refuse(ServiceError("invalid_request", "Content-Length: expected a number of bytes",
+                                           "(headers).content-length", "a number of bytes", length))
+            if int(length) > max_body_bytes:
+                return refuse(_too_large(max_body_bytes, f"of {int(length)} bytes (Content-Length)"))
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body_bytes:
+                return refuse(_too_large(max_body_bytes, f"of more than {max_body_bytes} bytes (read so far: {size})"))
+            chunks.append(chunk)
+        body = b"".join(chunks)
         resp, data = await run_in_threadpool(service.handle_bytes, body)
         status = 200 if resp["ok"] else HTTP_STATUS[resp["error"]["code"]]
         return Response(data, status_code=status, media_type="application/json")
@@ -66,9 +103,10 @@ def bind(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
-def serve_http(service: AllocationService, sock: socket.socket, *, log_level: str = "warning") -> None:
+def serve_http(service: AllocationService, sock: socket.socket, *, log_level: str = "warning",
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
     """Serve ``service`` on the bound socket until interrupted (SIGINT / SIGTERM)."""
     import uvicorn
 
-    config = uvicorn.Config(make_app(service), log_level=log_level, access_log=False, lifespan="off")
+    config = uvicorn.Config(make_app(service, max_body_bytes), log_level=log_level, access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])

@@ -39,6 +39,7 @@ RESPONSE_FORMAT = "elasticopt-response/1"
 ERROR_CODES: dict[str, str] = {
     "invalid_json": "the request is not one JSON object (or holds NaN / Infinity)",
     "invalid_request": "the request breaks the request schema or a rule the schema cannot state",
+    "request_too_large": "the request body is larger than the service's limit (`--max-body-mib`); not read",
     "unsupported": "valid, but the model on this version cannot express it (message says what)",
     "unknown_solver": "no solver is registered under that name",
     "solver_unavailable": "the solver's library is not installed here",

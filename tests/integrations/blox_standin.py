@@ -5,8 +5,10 @@ counter: node info with ``numGPUs`` and ``ipaddr``}) and ``gpu_df``, a
 pandas DataFrame with one row per GPU: ``GPU_ID``, ``Local_GPU_ID``,
 ``Node_ID``, ``IP_addr``, ``IN_USE``, ``JOB_IDS``; ``JobState`` keeps
 ``active_jobs`` ({job id: job dict with ``num_GPUs``, ``submit_time``}).
-A round is the loop's ``scheduling_policy.schedule(job_state,
-cluster_state)``, then ``placement_policy.place(job_state, cluster_state,
+A round is the loop of ``las_scheduler.py``: ``scheduling_policy.schedule(job_state,
+cluster_state)``, then ``utils.prune_jobs`` (finished jobs leave
+``active_jobs`` and free their GPUs), then ``schedule`` **again** (the
+answer used), then ``placement_policy.place(job_state, cluster_state,
 new_job_schedule)`` -> ``(to_suspend, to_launch)``; the suspended jobs'
 GPUs become free, then the others launch on the GPU ids returned:
 :meth:`BloxCluster.round` raises on anything Blox would mis-handle.
@@ -39,8 +41,18 @@ class BloxCluster:
                 out.setdefault(row.JOB_IDS, []).append(row.GPU_ID)
         return out
 
-    def round(self, policy, placement, job_dict, elastic: bool) -> dict:
+    def round(self, policy, placement, job_dict, elastic: bool, finished=()) -> dict:
+        """One round of Blox's loop; ``finished`` jobs are pruned between the two ``schedule`` calls
+        (and removed from ``job_dict``)."""
         job_state = JobState(dict(job_dict))
+        before = self.gpu_df.copy()
+        policy.schedule(job_state, self)  # the first call: Blox discards its answer
+        assert self.gpu_df.equals(before), "the scheduling stage modified gpu_df"
+        for job in finished:  # utils.prune_jobs
+            job_state.active_jobs.pop(job)
+            job_dict.pop(job)
+            mask = self.gpu_df["JOB_IDS"] == job
+            self.gpu_df.loc[mask, ["IN_USE", "JOB_IDS"]] = [False, None]
         before = self.gpu_df.copy()
         schedule = policy.schedule(job_state, self)
         assert self.gpu_df.equals(before), "the scheduling stage modified gpu_df"

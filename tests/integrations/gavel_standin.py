@@ -69,3 +69,70 @@ def accept(allocation, throughputs, scale_factors, cluster_spec) -> None:
             used[t] += x * (sum(scale_factors[s] for s in job_id.singletons()) if job_id.is_pair() else scale_factors[job_id])
     for t, u in used.items():
         assert u <= cluster_spec[t] + 1e-9, f"type {t}: {u} GPUs allocated, {cluster_spec[t]} exist"
+
+
+WORKER_TYPE_ORDER = ("v100", "p100", "k80")  # scheduler.py: _schedule_jobs_on_workers
+
+
+class GavelRounds:
+    """Gavel's round-based mechanism (scheduler.py, simulation mode), as it treats a policy's allocation.
+
+    Per round (``_schedule_jobs_on_workers``): the worker types in the order
+    v100, p100, k80 (those present), **shuffled every round by a seeded
+    ``random.Random`` unless the policy's name contains "Perf" or "Packing"**
+    (scheduler.py:879-881); per type, the jobs in decreasing (priority,
+    deficit, allocation), priority = share x 1e9 before the job has run on the
+    type since the last reset, share / fraction of the type's time it received
+    after, 0 for a share of 0 (``_update_priorities``); concatenated type by
+    type, each job takes the first type in that queue with enough free
+    workers where its throughput is positive (``_schedule_jobs_on_workers_helper``:
+    a job of share 0 still takes a type's leftover workers).  Micro-task
+    accounting: each scheduled job runs one micro-task of ``time_per_round_s``
+    on its type, added to its and the type's time so far (scheduler.py:3074).
+    """
+
+    def __init__(self, policy_name: str, cluster_spec: dict, seed: int = 0, time_per_round_s: float = 360.0):
+        import random
+
+        self.name = policy_name
+        self.spec = dict(cluster_spec)
+        self.shuffler = random.Random(seed + 5)  # scheduler.py:325-326
+        self.time_per_round_s = time_per_round_s
+        self.job_time: dict = {}
+        self.type_time = {t: 0.0 for t in cluster_spec}
+        self.microtasks: list[tuple] = []  # (round, job_id, worker type, share of the job on that type)
+
+    def _priority(self, job_id, t, allocation, throughputs) -> float:
+        share = allocation.get(job_id, {}).get(t, 0.0)
+        if share == 0.0 or throughputs[job_id].get(t, 0.0) == 0:
+            return 0.0
+        got = self.job_time.get(job_id, {}).get(t, 0.0)
+        if self.type_time[t] == 0.0 or got == 0.0:
+            return share * 1e9
+        return share / (got / self.type_time[t])
+
+    def round(self, r: int, allocation: dict, throughputs: dict, scale_factors: dict) -> dict:
+        """One round: ``{job_id: worker type}`` of the micro-tasks scheduled (and accounted)."""
+        types = [t for t in WORKER_TYPE_ORDER if t in self.spec]
+        if "Perf" not in self.name and "Packing" not in self.name:
+            self.shuffler.shuffle(types)
+        queue = []
+        for t in types:
+            entries = [(j, t, self._priority(j, t, allocation, throughputs), allocation.get(j, {}).get(t, 0.0))
+                       for j in throughputs if not j.is_pair()]
+            queue += sorted(entries, key=lambda e: (e[2], e[3]), reverse=True)
+        left = dict(self.spec)
+        placed: dict = {}
+        for j, t, _prio, _share in queue:
+            if left[t] == 0 or j in placed or throughputs[j].get(t, 0.0) <= 0:
+                continue
+            if scale_factors[j] > left[t]:
+                continue
+            left[t] -= scale_factors[j]
+            placed[j] = t
+        for j, t in placed.items():
+            self.job_time.setdefault(j, {}).setdefault(t, 0.0)
+            self.job_time[j][t] += self.time_per_round_s
+            self.type_time[t] += self.time_per_round_s
+            self.microtasks.append((r, j, t, allocation.get(j, {}).get(t, 0.0)))
+        return placed

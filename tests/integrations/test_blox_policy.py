@@ -47,3 +47,33 @@ def test_rigid_choice_is_the_exact_maximum(client, gpus):
     best = max(sum(c) for c in itertools.product([0, 1], repeat=len(gpus))
                if sum(g * x for g, x in zip(gpus, c)) <= 8)
     assert len(running) == best
+
+
+class CountingClient:
+    """The service client, counting the requests that reach it."""
+
+    def __init__(self, inner):
+        self.inner, self.sent = inner, 0
+
+    def request(self, doc):
+        self.sent += 1
+        return self.inner.request(doc)
+
+
+def test_the_second_schedule_call_of_a_round_is_answered_once(client):
+    """Blox calls ``schedule`` twice per round (before and after ``prune_jobs``): with nothing pruned the
+    second call is answered from the first one's answer (the old drop-in sent both: 2 requests a round);
+    after a job finished the state differs and the second call is solved again."""
+    counting = CountingClient(client)
+    cluster = BloxCluster(nodes=2, gpus_per_node=4)
+    policy, placement = BloxPolicy(client=counting), BloxPlacement()
+    jobs = {i: {"num_GPUs": g, "submit_time": i} for i, g in enumerate([2, 4, 2, 1])}
+    first = cluster.round(policy, placement, jobs, elastic=False)
+    assert counting.sent == 1 and policy.requests_sent == 1 and policy.repeats_answered == 1
+    assert cluster.round(policy, placement, jobs, elastic=False) == first
+    assert counting.sent == 2 and policy.repeats_answered == 2  # jobs now hold GPUs: one new request
+    done = next(iter(first))
+    after = cluster.round(policy, placement, jobs, elastic=False, finished=[done])
+    # the first call sees round 2's state (answered from it), the second the pruned state: solved again
+    assert counting.sent == 3 and policy.repeats_answered == 3
+    assert done not in after and len(after) >= len(first) - 1

@@ -57,3 +57,50 @@ def test_several_worker_types_the_exact_optimum(policy, seed):
         if all(sum(scale[j] for j, c in zip(ids, combo) if c == t) <= spec[t] for t in spec):
             best = max(best, sum(tput[j][c] / max(tput[j].values()) for j, c in zip(ids, combo) if c))
     assert got == pytest.approx(best, abs=1e-5)
+
+
+def _oversubscribed(seed):
+    """Gavel-like inputs: v100 > p100 > k80 per job, numpy scalars as Gavel's estimator holds them."""
+    import numpy as np
+
+    rng = random.Random(seed)
+    spec = {"v100": 4, "p100": 4, "k80": 4}
+    ids = [JobIdPair(i, None) for i in range(rng.randrange(14, 20))]
+    scale = {j: np.int64(rng.choice([1, 1, 1, 2, 4])) for j in ids}
+    tput = {}
+    for j in ids:
+        k80 = rng.uniform(1, 3)
+        p100 = k80 * rng.uniform(1.5, 3)
+        tput[j] = {"k80": np.float64(k80), "p100": np.float64(p100), "v100": np.float64(p100 * rng.uniform(1.2, 2))}
+    return spec, ids, scale, tput
+
+
+@pytest.mark.parametrize("name", ["drop-in", "elasticopt"])
+@pytest.mark.parametrize("seed", [0, 2, 3])  # traces where the allocation leaves a k80 free (a type with leftovers)
+def test_gavel_rounds_realise_the_allocation_only_with_a_perf_name(policy, name, seed):
+    """Gavel's mechanism shuffles worker types per round unless the policy name has "Perf"
+    (scheduler.py:879-881).  With the drop-in's name every job given a share runs every round on its type
+    or a faster one visited before it; with the old name ("elasticopt") the stand-in reproduces what the
+    real Gavel did: micro-tasks of share-0 jobs take a type's workers and share holders wait or run slower."""
+    from gavel_standin import GavelRounds, WORKER_TYPE_ORDER
+
+    spec, ids, scale, tput = _oversubscribed(seed)
+    alloc = policy.get_allocation(tput, scale, spec)
+    accept(alloc, tput, scale, spec)
+    assert "Perf" in policy.name
+    assert sum(int(scale[j]) for j in ids if alloc[j]["k80"]) < spec["k80"]  # the case that trips the shuffle
+    rounds = GavelRounds(policy.name if name == "drop-in" else name, spec, seed=seed)
+    displaced = on_share_zero = 0
+    for r in range(20):
+        placed = rounds.round(r, alloc, tput, scale)
+        for j in ids:
+            mine = [t for t, x in alloc[j].items() if x > 0]
+            if placed.get(j) is not None and alloc[j][placed[j]] == 0.0:
+                on_share_zero += 1
+            if mine and (placed.get(j) is None
+                         or WORKER_TYPE_ORDER.index(placed[j]) > WORKER_TYPE_ORDER.index(mine[0])):
+                displaced += 1
+    if name == "drop-in":
+        assert displaced == 0, f"{displaced} share holders idle or on a slower type over 20 rounds"
+    else:  # the old drop-in's name: the failure seen in the real Gavel, reproduced
+        assert displaced > 0 and on_share_zero > 0

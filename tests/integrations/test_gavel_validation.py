@@ -1,0 +1,257 @@
+"""validation/gavel_simulator.py on a fake Gavel checkout laid out like the real one (stanford-futuredata/gavel
+c4fa400: scheduler/scheduler.py, utils.py, scripts/drivers/*.py, runtime/rpc_stubs/*_pb2.py,
+traces/physical_cluster/*.trace, *_throughputs.json).  The fake's modules are toys with Gavel's calling
+convention (not Gavel's code): the drivers build the policy with ``utils.get_policy`` (argparse choices from
+``utils.get_available_policies()``), call ``get_allocation`` by Gavel's name dispatch, run rounds through
+``Scheduler._schedule_jobs_on_workers`` and end with ``get_average_jct``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "validation" / "gavel_simulator.py"
+_spec = importlib.util.spec_from_file_location("gavel_simulator", SCRIPT)
+gs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gs)  # type: ignore[union-attr]
+
+FAKE_UTILS = '''
+import random
+
+class HostPolicy:
+    def __init__(self, name):
+        self._name = name
+    @property
+    def name(self):
+        return self._name
+    def get_allocation(self, throughputs, scale_factors, *rest):  # (priority_weights,) cluster_spec
+        cluster_spec = rest[-1]
+        return {j: {t: (1.0 / len(throughputs)) for t in cluster_spec} for j in throughputs}
+
+def get_available_policies():
+    return ["max_min_fairness_perf", "fifo_perf"]
+
+def get_policy(policy_name, solver=None, seed=None, priority_reweighting_policies=None):
+    if policy_name not in get_available_policies():
+        raise ValueError(policy_name)
+    return HostPolicy({"max_min_fairness_perf": "MaxMinFairness_Perf", "fifo_perf": "FIFO_Perf"}[policy_name])
+
+def parse_trace(path):
+    jobs = []
+    for line in open(path):
+        f = line.rstrip("\\n").split("\\t")
+        jobs.append((f[0], int(f[5]), int(f[6]), float(f[9])))
+    return jobs
+'''
+
+FAKE_SCHEDULER = '''
+import random
+
+class JobIdPair:
+    def __init__(self, a, b=None):
+        self._a, self._b = a, b
+    def __hash__(self):
+        return hash((self._a, self._b))
+    def __eq__(self, o):
+        return (self._a, self._b) == (o._a, o._b)
+    def __lt__(self, o):
+        return self._a < o._a
+    def __str__(self):
+        return str(self._a)
+
+class Scheduler:
+    def __init__(self, policy, spec, jobs, seed=0):
+        self._policy = policy
+        self._cluster_spec = spec
+        self._worker_id_to_worker_type_mapping = {}
+        i = 0
+        for t, n in spec.items():
+            for _ in range(n):
+                self._worker_id_to_worker_type_mapping[i] = t
+                i += 1
+        self._jobs = {JobIdPair(k): j for k, j in enumerate(jobs)}
+        self._left = {k: float(j[1]) for k, j in self._jobs.items()}
+        self._job_completion_times = {k: None for k in self._jobs}
+        self._current_timestamp = 0.0
+        self._allocation = None
+        self._rng = random.Random(seed)
+
+    def _schedule_jobs_on_workers(self):
+        tput = {j: {t: 1.0 + (t == "v100") for t in self._cluster_spec} for j in self._left if self._left[j] > 0}
+        scale = {j: self._jobs[j][2] for j in tput}
+        if self._policy.name.startswith("MaxMinFairness"):
+            self._allocation = self._policy.get_allocation(tput, scale, {}, self._cluster_spec)
+        else:  # a name Gavel does not know
+            self._allocation = self._policy.get_allocation(tput, scale, self._cluster_spec)
+        types = list(self._cluster_spec)
+        if "Perf" not in self._policy.name:
+            self._rng.shuffle(types)
+        free = {t: [w for w, tt in self._worker_id_to_worker_type_mapping.items() if tt == t] for t in types}
+        out = {}
+        for t in types:
+            for j in sorted(tput, key=lambda j: -self._allocation.get(j, {}).get(t, 0.0)):
+                if j not in out and len(free[t]) >= scale[j]:
+                    out[j] = tuple(free[t][:scale[j]])
+                    free[t] = free[t][scale[j]:]
+        return out
+
+    def simulate(self):
+        while any(v > 0 for v in self._left.values()):
+            placed = self._schedule_jobs_on_workers()
+            assert placed, "no job fits"
+            for j, workers in placed.items():
+                t = self._worker_id_to_worker_type_mapping[workers[0]]
+                self._left[j] -= 360.0 * (1.0 + (t == "v100"))
+                if self._left[j] <= 0:
+                    self._job_completion_times[j] = self._current_timestamp + 360.0
+            self._current_timestamp += 360.0
+
+    def get_average_jct(self, job_ids=None, verbose=True):
+        done = [v for v in self._job_completion_times.values() if v is not None]
+        print("Average job completion time: %.3f seconds" % (sum(done) / len(done)))
+        return sum(done) / len(done)
+
+    def shutdown(self):
+        pass
+'''
+
+FAKE_TRACE_DRIVER = '''
+import os, sys
+sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
+import argparse
+import scheduler, utils
+
+def main(args):
+    jobs = utils.parse_trace(args.trace_file)
+    policy = utils.get_policy(args.policy, solver=args.solver, seed=args.seed)
+    v, p, k = (int(x) for x in args.cluster_spec.split(":"))
+    assert os.path.exists(args.throughputs_file), args.throughputs_file  # relative to scheduler/
+    sched = scheduler.Scheduler(policy, {"v100": v, "p100": p, "k80": k}, jobs, seed=args.seed or 0)
+    sched.simulate()
+    sched.get_average_jct(None)
+    sched.shutdown()
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-t", "--trace_file", required=True)
+    parser.add_argument("-p", "--policy", default="fifo", choices=utils.get_available_policies())
+    parser.add_argument("--throughputs_file", default="simulation_throughputs.json")
+    parser.add_argument("-c", "--cluster_spec", default="25:0:0")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--solver", default="ECOS")
+    main(parser.parse_args())
+'''
+
+FAKE_GENERATED_DRIVER = '''
+import os, sys
+sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
+import argparse, random
+import scheduler, utils
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-c", "--cluster_spec", default="25:0:0")
+    parser.add_argument("-s", "--window-start", type=int, default=0)
+    parser.add_argument("-e", "--window-end", type=int, default=5000)
+    parser.add_argument("-p", "--policy", default="fifo", choices=utils.get_available_policies())
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("-l", "--lam", type=float, required=True)
+    parser.add_argument("-m", "--generate-multi-gpu-jobs", action="store_true")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    a = parser.parse_args()
+    rng = random.Random(a.seed)
+    jobs = [("job", rng.randrange(360, 3600), rng.choice([1, 2]), 0.0) for _ in range(a.window_end - a.window_start)]
+    v, p, k = (int(x) for x in a.cluster_spec.split(":"))
+    sched = scheduler.Scheduler(utils.get_policy(a.policy, seed=a.seed), {"v100": v, "p100": p, "k80": k}, jobs)
+    sched.simulate()
+    sched.get_average_jct(None)
+'''
+
+TRACE_LINE = "ResNet-18 (batch size 64)\tpython3 main.py\timage_classification/cifar10\t--num_steps\t1\t{steps}\t{scale}\t1\t-1.000000\t0\n"
+
+
+def fake_gavel(root: Path, stubs: bool = True) -> Path:
+    """A checkout laid out like stanford-futuredata/gavel at c4fa400 (root/scheduler/...)."""
+    s = root / "scheduler"
+    (s / "scripts" / "drivers").mkdir(parents=True)
+    (s / "runtime" / "rpc_stubs").mkdir(parents=True)
+    (s / "traces" / "physical_cluster").mkdir(parents=True)
+    (s / "utils.py").write_text(FAKE_UTILS)
+    (s / "scheduler.py").write_text(FAKE_SCHEDULER)
+    (s / "scripts" / "drivers" / "simulate_scheduler_with_trace.py").write_text(FAKE_TRACE_DRIVER)
+    (s / "scripts" / "drivers" / "simulate_scheduler_with_generated_jobs.py").write_text(FAKE_GENERATED_DRIVER)
+    (s / "runtime" / "rpc_stubs" / "__init__.py").write_text("")
+    if stubs:
+        (s / "runtime" / "rpc_stubs" / "common_pb2.py").write_text("")
+    for name in ("physical_cluster_throughputs.json", "simulation_throughputs.json"):
+        (s / name).write_text("{}")
+    (s / "traces" / "physical_cluster" / "artifact_evaluation.trace").write_text(
+        "".join(TRACE_LINE.format(steps=600 * (i + 1), scale=1 + i % 2) for i in range(6)))
+    return root
+
+
+SERVE = f"{sys.executable} -m elasticopt serve --stdio --no-warm-up"
+
+
+def test_help_runs():
+    out = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "--gavel" in out.stdout and "--python" in out.stdout
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_from_the_help_command_to_a_table(tmp_path, relative, capsys, monkeypatch):
+    """`--gavel CHECKOUT --python PY` and nothing else: a table per default workload, the drop-in and the
+    host's policies side by side, by absolute or relative path."""
+    fake_gavel(tmp_path / "gavel")
+    monkeypatch.chdir(tmp_path)
+    gavel = "gavel" if relative else str(tmp_path / "gavel")
+    out_dir = tmp_path / "results"
+    rc = gs.main(["--gavel", gavel, "--python", sys.executable, "--policies", "max_min_fairness_perf,fifo_perf",
+                  "--serve", SERVE, "--out", str(out_dir)])
+    cap = capsys.readouterr()
+    text = cap.out
+    assert rc == 0, cap.err
+    assert text.count("| elasticopt |") == 2 and text.count("| max_min_fairness_perf |") == 2
+    assert "**artifact (scripts/drivers/simulate_scheduler_with_trace.py" in text
+    assert "**static-multiple (" in text
+    assert "elasticopt / best host policy" in text and "calls over every workload" in text
+    rec = json.loads((out_dir / "artifact" / "elasticopt.json").read_text())
+    assert rec["extra"]["policy name"] == "Elasticopt_Perf"  # the drop-in itself ran inside the host
+    assert len(rec["jct_s"]) == 6 and all(v is not None for v in rec["jct_s"].values())
+    assert rec["calls_ms"] and rec["extra"]["on share 0"] == 0
+    host = json.loads((out_dir / "artifact" / "max_min_fairness_perf.json").read_text())
+    assert host["extra"]["policy name"] == "MaxMinFairness_Perf"
+    assert (out_dir / "table.md").is_file()
+    assert not list((tmp_path / "gavel").rglob("*elasticopt*"))  # nothing written into the checkout
+
+
+def test_the_scheduler_folder_is_accepted_too(tmp_path, capsys):
+    fake_gavel(tmp_path / "gavel")
+    rc = gs.main(["--gavel", str(tmp_path / "gavel" / "scheduler"), "--python", sys.executable,
+                  "--policies", "fifo_perf", "--workloads", "trace:artifact_evaluation.trace",
+                  "--cluster-spec", "2:1:1", "--serve", SERVE])
+    assert rc == 0 and "| fifo_perf |" in capsys.readouterr().out
+
+
+def test_clear_errors(tmp_path, capsys):
+    assert gs.main(["--gavel", str(tmp_path), "--python", sys.executable]) == 2
+    assert "expected a checkout of stanford-futuredata/gavel" in capsys.readouterr().err
+    fake_gavel(tmp_path / "nostubs", stubs=False)
+    assert gs.main(["--gavel", str(tmp_path / "nostubs"), "--python", sys.executable]) == 2
+    assert "run `make`" in capsys.readouterr().err
+    fake_gavel(tmp_path / "g")
+    assert gs.main(["--gavel", str(tmp_path / "g"), "--python", str(tmp_path / "no-python")]) == 2
+    assert "no such interpreter" in capsys.readouterr().err
+    assert gs.main(["--gavel", str(tmp_path / "g"), "--python", sys.executable, "--workloads", "nope"]) == 2
+    assert "expected artifact, static-multiple, continuous-multiple or trace:FILE" in capsys.readouterr().err
+    assert gs.main(["--gavel", str(tmp_path / "g"), "--python", sys.executable, "--policies", "no_such",
+                    "--workloads", "artifact", "--serve", SERVE]) == 2
+    assert "exited with" in capsys.readouterr().err  # the host's own argparse refuses the name
