@@ -193,6 +193,9 @@ class SiaPolicy(HostSiaPolicy):
     no_alloc
         None: run as many jobs as possible first; a number: Sia's soft penalty ``lambda_n`` of a job without
         GPUs in units of the objective (the utility of idling is ``-no_alloc`` for p < 0).
+    sia_configs
+        Offer only Sia's config list (1, 2, 4 GPUs, then whole nodes: ``CONFIGS_4GPU`` / ``CONFIGS_8GPU``)
+        instead of every count.
     solver, time_limit_s
         elasticopt backend and per-call limit.
     url, command, client
@@ -206,7 +209,7 @@ class SiaPolicy(HostSiaPolicy):
 
     def __init__(self, p_fairness=-0.5, restart_penalty=30.0, solver="dp", time_limit_s=None,
                  url=None, command=None, client=None, per_model_penalty=True, project_throughputs=True,
-                 share_max_replicas=False, no_alloc=None, **host_options):
+                 share_max_replicas=False, no_alloc=None, sia_configs=False, **host_options):
         if p_fairness > 1:
             raise ValueError("p_fairness must be <= 1, got %r" % (p_fairness,))
         self.p_fairness = float(p_fairness)
@@ -215,6 +218,7 @@ class SiaPolicy(HostSiaPolicy):
         self.project_throughputs = bool(project_throughputs)
         self.share_max_replicas = bool(share_max_replicas)
         self.no_alloc = None if no_alloc is None else float(no_alloc)
+        self.sia_configs = bool(sia_configs)
         self.host_options = dict(host_options)
         self.solver = solver
         self.time_limit_s = time_limit_s
@@ -282,7 +286,8 @@ class SiaPolicy(HostSiaPolicy):
                 if lo_r <= 1 and su <= cap:
                     out.append((c, su, -(-su // g), _positive(tputs.get(c)) or 1.0))
                 continue
-            rs = [r for r in range(lo_r, hi_r + 1) if r * su <= cap]
+            rs = [r for r in range(lo_r, hi_r + 1) if r * su <= cap and
+                  (not self.sia_configs or r * su in (1, 2, 4) or (r * su) % g == 0)]
             if not rs:
                 continue
             ks = [r * su for r in rs]

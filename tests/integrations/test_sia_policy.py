@@ -192,3 +192,12 @@ def test_a_rigid_job_gets_its_count_on_its_fastest_type(policy):
     alloc = policy.optimize(infos, nodes, {})
     accept(alloc, infos, nodes)
     assert alloc["ncf-0"] == ("dgx", [0, 0, 0, 0])
+
+
+def test_sias_config_list_on_request(policy):
+    nodes = node_infos({"dgx": (2, 8)})
+    fn = GoodputSpeedup(0.05, 0.2, 1.0)
+    infos = {"bert-0": job_info("bert-0", ["dgx"], {"dgx": fn}, {"dgx": 6})}
+    assert len(policy.optimize(infos, nodes, {})["bert-0"][1]) == 6  # every count
+    listed = SiaPolicy(client=policy.client, sia_configs=True)
+    assert len(listed.optimize(infos, nodes, {})["bert-0"][1]) == 4  # Sia's 1, 2, 4, 8, 16: at most 6 -> 4
