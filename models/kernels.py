@@ -206,25 +206,56 @@ def quick_proof_multi(valid, gpus, gpu_type, utility, idle_allowed, capacities, 
 
 
 @njit(cache=True, nogil=True)
+def _take(size, k, res_node, res_cnt):
+    """:func:`elasticopt.models.packing.take` compiled: nodes used (their ``res_node``/``res_cnt``), -1 if k does not fit."""
+    nn = size.size
+    best = -1
+    for n in range(nn):
+        if size[n] >= k and (best < 0 or size[n] < size[best]):
+            best = n
+    if best >= 0:
+        res_node[0], res_cnt[0] = best, k
+        return 1
+    order = np.argsort(-size, kind="mergesort")  # most free first, ties by index
+    left, m = k, 0
+    for pos in range(nn):
+        n = order[pos]
+        if size[n] == 0:
+            break
+        if size[n] >= left:  # the remainder fits a node: the fullest that does, lowest index on ties
+            fit = -1
+            for q in range(pos, nn):
+                x = order[q]
+                if size[x] >= left and (fit < 0 or size[x] < size[fit] or (size[x] == size[fit] and x < fit)):
+                    fit = x
+            res_node[m], res_cnt[m] = fit, left
+            return m + 1
+        res_node[m], res_cnt[m] = n, size[n]
+        left -= size[n]
+        m += 1
+    return -1
+
+
+@njit(cache=True, nogil=True)
 def place_types(ks, packed, types, free, node_start, gpus_per_node):
-    """:func:`elasticopt.models.placement.place`'s best-fit heuristic on every pool, as GPU segments.
+    """:func:`elasticopt.models.placement.pack`'s greedy rule, from scratch, on every pool, as GPU segments.
 
     Jobs i (those that run, in row order) take ``ks[i]`` GPUs of type
     ``types[i]``, packed iff ``packed[i]``; type t's nodes are ``free[node_start[t]
     .. node_start[t + 1]]`` (free GPUs per node), g = ``gpus_per_node[t]``.
-    Per type, packed jobs, largest first (ties by position), take the
-    fullest-fitting node (best fit) or, over m = ceil(k / g) nodes, the m
-    fullest; each takes the first free GPU indices of its nodes, in job order;
-    unpacked jobs then fill the nodes, fullest first.
+    Per type, packed jobs, largest first (ties by position), then unpacked
+    jobs, largest first, take nodes by :func:`~elasticopt.models.packing.take`
+    and the lowest free GPU indices of each node, in that order; the greedy
+    fails on a type where a packed job would span more than ceil(k / g) nodes.
 
     Returns
     -------
     (placed, job, node, offset, count)
-        ``placed[t]`` False where the heuristic fails on type t (the exhaustive
+        ``placed[t]`` False where the greedy fails on type t (the exact
         search decides there); segment s gives job ``job[s]`` the free GPUs
         ``offset[s] .. offset[s] + count[s]`` (positions in the free list of
         node ``node[s]`` of its type): per type, packed jobs first, then
-        unpacked ones.
+        unpacked ones, each in row order, nodes in index order.
     """
     T = gpus_per_node.size
     J = ks.size
@@ -253,59 +284,43 @@ def place_types(ks, packed, types, free, node_start, gpus_per_node):
                 else:
                     uj[U] = i
                     U += 1
-        if need_all > f.sum():
+        if need_all > f.sum() or P + U == 0:
             continue
-        left = f.copy()
-        cnt = np.zeros((P, nn), dtype=np.int64)  # cnt[q, n]: GPUs of packed job pj[q] on node n
-        pk = ks[pj[:P]]
+        size = f.copy()
+        used = np.zeros(nn, dtype=np.int64)  # GPUs of node n given out so far (its free list's first ones)
+        res_node = np.empty(nn + 1, dtype=np.int64)
+        res_cnt = np.empty(nn + 1, dtype=np.int64)
+        s0 = s
         ok = True
-        for q in np.argsort(-pk, kind="mergesort"):
-            k = pk[q]
-            if k <= g:
-                best = -1
-                for n in range(nn):
-                    if left[n] >= k and (best < 0 or left[n] < left[best]):
-                        best = n
-                if best < 0:
+        for part in range(2):
+            jobs = pj[:P] if part == 0 else uj[:U]
+            for q in np.argsort(-ks[jobs], kind="mergesort"):
+                i = jobs[q]
+                k = ks[i]
+                m = _take(size, k, res_node, res_cnt)
+                if m < 0 or (part == 0 and m > (k + g - 1) // g):
                     ok = False
                     break
-                left[best] -= k
-                cnt[q, best] = k
-            else:
-                nodes = np.argsort(-left, kind="mergesort")[: (k + g - 1) // g]
-                if left[nodes].sum() < k:
-                    ok = False
-                    break
-                rest = k
-                for n in nodes:
-                    take = min(left[n], rest)
-                    cnt[q, n] += take
-                    left[n] -= take
-                    rest -= take
+                for e in range(m):
+                    n, c = res_node[e], res_cnt[e]
+                    s_job[s], s_node[s], s_off[s], s_cnt[s] = i, n, used[n], c
+                    used[n] += c
+                    size[n] -= c
+                    s += 1
+            if not ok:
+                break
         if not ok:
+            s = s0
             continue
         placed[t] = True
-        used = np.zeros(nn, dtype=np.int64)  # GPUs of node n given out so far (its free list's first ones)
-        for q in range(P):
-            for n in range(nn):
-                if cnt[q, n]:
-                    s_job[s], s_node[s], s_off[s], s_cnt[s] = pj[q], n, used[n], cnt[q, n]
-                    used[n] += cnt[q, n]
-                    s += 1
-        walk = np.argsort(-(f - used), kind="mergesort")  # fullest first, ties by index
-        pos, off = 0, 0
-        for q in range(U):
-            rest = ks[uj[q]]
-            while rest:
-                n = walk[pos]
-                take = min(f[n] - used[n] - off, rest)
-                if take > 0:
-                    s_job[s], s_node[s], s_off[s], s_cnt[s] = uj[q], n, used[n] + off, take
-                    s += 1
-                    off += take
-                    rest -= take
-                if off >= f[n] - used[n]:
-                    pos, off = pos + 1, 0
+        key = np.empty(s - s0, dtype=np.int64)  # packed first, then row order, then node
+        for e in range(s0, s):
+            key[e - s0] = ((0 if packed[s_job[e]] else 1) * J + s_job[e]) * nn + s_node[e]
+        perm = np.argsort(key) + s0
+        s_job[s0:s] = s_job[perm]
+        s_node[s0:s] = s_node[perm]
+        s_off[s0:s] = s_off[perm]
+        s_cnt[s0:s] = s_cnt[perm]
     return placed, s_job[:s], s_node[:s], s_off[:s], s_cnt[:s]
 
 

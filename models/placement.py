@@ -1,10 +1,35 @@
-"""Node placement: where the GPUs of every job of an allocation sit (docs/design.md §2).
+"""Node placement: the one placer (docs/design.md §2 "Placement").
 
-A job on an unpacked option may use any free GPUs of its type; a job on a
-packed option of k GPUs must sit on the fewest nodes, m = ceil(k / g) (g the
-type's GPUs per node).  An allocation is feasible iff, per type, its GPUs fit
-the type's free GPUs and its packed jobs can be placed on the nodes: the
-unpacked jobs then fill what is left, whatever their sizes.
+Where the GPUs of every job sit, for the model (``Solution.placement``,
+``verify``, the brute force), the autoscaler and simulator, the service and
+the launcher's device pool alike.  A job on an unpacked option may use any
+free GPUs of its type; a job on a packed option of k GPUs must sit on the
+fewest nodes, m = ceil(k / g) (g the type's GPUs per node).  An allocation is
+feasible iff, per type, its GPUs fit the type's free GPUs and its packed jobs
+can be placed on the nodes: the unpacked jobs then fill what is left,
+whatever their sizes.
+
+:func:`pack` places one pool's jobs, from scratch or keeping running jobs
+where they are (``current``):
+
+1. with ``current``: a job whose k did not change keeps its GPUs (a packed
+   one only if they are on its fewest nodes); an unpacked job that shrinks
+   keeps part of them (on the nodes where it has most), one that grows keeps
+   them all and adds GPUs, on its own nodes first;
+2. the other packed jobs, largest first, by the greedy rule
+   (:func:`~elasticopt.models.packing.take`: one node by best fit, else the
+   emptiest nodes whole and the remainder on the fullest node that fits it);
+   where that spreads a packed job over more than its fewest nodes, the exact
+   search over counts of nodes per free size
+   (:func:`~elasticopt.models.packing.search_counts`: polynomial in the nodes
+   for a fixed g, bounded in steps and by a deadline);
+3. the growing jobs' extra GPUs, then the other unpacked jobs, largest first,
+   by the greedy rule (never fails when the total fits);
+4. if keeping jobs in place leaves no placement of the packed jobs, the pool
+   is packed from scratch (jobs move; ``Placement.kept`` is False).
+
+GPU indices: a job takes the lowest free indices of each of its nodes, in
+the order above.
 
 **When the totals imply placement** (:func:`placement_implied`): on a type
 whose nodes are all wholly free and whose packed sizes form a divisibility
@@ -15,23 +40,30 @@ nodes, and the smaller sizes, largest first, fill the remaining nodes
 perfectly (bin packing with divisible item sizes, Coffman, Garey and Johnson
 1987).  A type without packed options needs nothing.  Elsewhere (fragmented
 nodes, k = 3 on 4-GPU nodes, k = 12 on 8-GPU nodes) the totals may fit while
-the nodes do not: :func:`place` decides by a best-fit heuristic and, if that
-fails, an exhaustive search with a step budget.
+the nodes do not, and :func:`pack` decides.
+
+The option table's placement (:func:`place_table`) runs step 2's greedy rule
+compiled (:func:`elasticopt.models.kernels.place_types`, tested equal to
+:func:`pack` from scratch) and :func:`pack` where it fails.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 
+from elasticopt.models.packing import assign_moves, search_counts, take
 from elasticopt.models.problem import Pool
 
-__all__ = ["placement_implied", "place", "Placement", "node_name", "DEFAULT_SEARCH_STEPS"]
+__all__ = ["placement_implied", "pack", "place", "place_table", "place_choice", "Placement", "TablePlacement",
+           "node_name", "DEFAULT_SEARCH_STEPS", "types_needing_placement"]
 
-#: Steps of the exhaustive placement search before it answers "unknown".
+#: Steps of the exact placement search (candidate moves generated) before it answers "unknown".
 DEFAULT_SEARCH_STEPS = 200_000
 
 
@@ -65,114 +97,237 @@ def placement_implied(pool: Pool, packed_sizes: list[int] | np.ndarray) -> bool:
     return _chain(sizes, g)
 
 
+Stop = Literal["", "steps", "time", "moves"]
+
+
 @dataclass(frozen=True)
 class Placement:
-    """Result of :func:`place`.
+    """Result of :func:`pack` (and :func:`place`).
 
-    ``status``: ``"placed"`` (``nodes`` holds a placement), ``"impossible"``
-    (proven: no placement exists) or ``"unknown"`` (the search budget ran out).
-    ``nodes[i]``: per job i of the request, ``{node index: GPU indices}``.
+    Attributes
+    ----------
+    status
+        ``"placed"`` (``nodes`` holds a placement), ``"impossible"`` (proven:
+        no placement exists) or ``"unknown"`` (the search stopped first).
+    nodes
+        Per job of the request, ``{node index: GPU indices}``.
+    moved
+        Per job, whether its GPUs differ from its current ones (True without one).
+    stop
+        Why an ``"unknown"`` search stopped: ``"steps"`` (budget), ``"time"``
+        (deadline) or ``"moves"`` (a node size too large to list every move).
+    steps
+        Steps the exact search took (0 where the greedy rule placed every job).
+    kept
+        False where keeping running jobs in place left no placement, so the
+        pool was packed from scratch.
+    not_kept
+        Job position -> why its current GPUs could not be kept (they are not
+        free GPUs of the pool, or another job holds them).
     """
 
     status: Literal["placed", "impossible", "unknown"]
     nodes: tuple[dict[int, tuple[int, ...]], ...] = ()
+    moved: tuple[bool, ...] = ()
+    stop: Stop = ""
+    steps: int = 0
+    kept: bool = True
+    not_kept: Mapping[int, str] = field(default_factory=dict)
 
 
-@lru_cache(maxsize=256)
-def _walk(sizes: tuple[int, ...]) -> tuple[int, ...]:
-    """Node indices in the order unpacked jobs fill them: fullest first, ties by index (the sort is stable)."""
-    return tuple(sorted(range(len(sizes)), key=sizes.__getitem__, reverse=True))
+@lru_cache(maxsize=64)
+def _free_sets(pool: Pool) -> tuple[frozenset[int], ...]:
+    """Per node of the pool, its free GPU indices."""
+    return tuple(frozenset(ix) for ix in pool.free_gpus())
 
 
-def _counts_to_indices(pool: Pool, counts: list[dict[int, int]]) -> tuple[dict[int, tuple[int, ...]], ...]:
-    free = [list(ix) for ix in pool.free_gpus()]
-    out = []
-    for c in counts:
-        d = {}
-        for node, cnt in sorted(c.items()):
-            if cnt:
-                d[node] = tuple(free[node][:cnt])
-                del free[node][:cnt]
-        out.append(d)
-    return tuple(out)
+_NONE: frozenset[int] = frozenset()
 
 
-def _heuristic(free: list[int], packed: list[tuple[int, int]], g: int) -> list[dict[int, int]] | None:
-    """Best fit, largest packed job first; a job over several nodes takes the fullest nodes first."""
-    free = list(free)
-    res: dict[int, dict[int, int]] = {}
-    for i, k in packed:
-        m = -(-k // g)
-        if m == 1:
-            fit = [n for n, c in enumerate(free) if c >= k]
-            if not fit:
-                return None
-            n = min(fit, key=lambda x: (free[x], x))
-            free[n] -= k
-            res[i] = {n: k}
+def _why_not(cur: Mapping[int, Sequence[int]], base: Sequence[frozenset[int]],
+             taken: Mapping[int, set[int]]) -> str:
+    """Why a job cannot keep the GPUs ``cur``; "" if it can."""
+    for n, ix in cur.items():
+        if not 0 <= n < len(base):
+            return f"node {n} does not exist (the pool has {len(base)} nodes)"
+        if len(set(ix)) != len(ix):
+            return f"node {n}: GPU indices {sorted(ix)} repeat"
+        if not base[n].issuperset(ix):
+            return f"node {n}: GPUs {sorted(set(ix) - base[n])} are not free GPUs of the pool"
+        if not taken.get(n, _NONE).isdisjoint(ix):
+            return f"node {n}: GPUs {sorted(taken[n] & set(ix))} are held by another job"
+    return ""
+
+
+def _pack(pool: Pool, jobs: Sequence[tuple[int, bool]], current, max_steps: int, deadline: float | None,
+          counts) -> tuple[str, list, Stop, int, dict[int, str]]:
+    """One attempt of :func:`pack`: (status, per job its nodes or None, stop, steps, not kept)."""
+    base = _free_sets(pool)
+    g = pool.gpus_per_node
+    taken: dict[int, set[int]] = {}  # node -> GPU indices given to a job so far
+    out: list[dict[int, tuple[int, ...]] | None] = [None] * len(jobs)
+    packed_rest: list[int] = []
+    loose_rest: list[int] = []
+    grows: list[int] = []
+    not_kept: dict[int, str] = {}
+
+    def hold(j: int, nodes: Mapping[int, Sequence[int]]) -> None:
+        for n, ix in nodes.items():
+            held = taken.get(n)
+            if held is None:
+                taken[n] = set(ix)
+            else:
+                held.update(ix)
+        out[j] = {n: tuple(ix) for n, ix in sorted(nodes.items()) if len(ix)}
+
+    for j, (k, packed) in enumerate(jobs):
+        cur = current[j] if current is not None else None
+        if cur:
+            why = _why_not(cur, base, taken)
+            if why:
+                not_kept[j] = why
+            else:
+                have = sum(len(ix) for ix in cur.values())
+                if have == k and (not packed or sum(1 for ix in cur.values() if len(ix)) <= -(-k // g)):
+                    hold(j, cur)
+                    continue
+                if not packed and have > k:  # a shrink keeps part of its GPUs, on the nodes where it has most
+                    left, keep = k, {}
+                    for n, ix in sorted(cur.items(), key=lambda e: (-len(e[1]), e[0])):
+                        if left and len(ix):
+                            keep[n] = tuple(ix[:left])
+                            left -= len(keep[n])
+                    hold(j, keep)
+                    continue
+                if not packed and have < k:  # a grow keeps its GPUs and adds some (step 3)
+                    hold(j, cur)
+                    grows.append(j)
+                    continue
+        if k:
+            (packed_rest if packed else loose_rest).append(j)
         else:
-            nodes = sorted(range(len(free)), key=lambda x: (-free[x], x))[:m]
-            if sum(free[n] for n in nodes) < k:
-                return None
-            left, d = k, {}
-            for n in nodes:
-                take = min(free[n], left)
-                if take:
-                    d[n] = take
-                    free[n] -= take
-                    left -= take
-            res[i] = d
-    return [res[i] for i, _ in packed]
+            out[j] = {}
+    size = [len(b) - len(taken[n]) if n in taken else len(b) for n, b in enumerate(base)]
 
-
-def _splits(k: int, m: int, free: tuple[int, ...], start: int = 0):
-    """Ways to take k GPUs from at most m nodes (node index >= start), as {node: count}."""
-    if k == 0:
-        yield {}
-        return
-    if m == 0:
-        return
-    for n in range(start, len(free)):
-        top = min(free[n], k)
-        for take in range(top, 0, -1):
-            for rest in _splits(k - take, m - 1, free, n + 1):
-                d = {n: take}
-                d.update(rest)
-                yield d
-
-
-def _search(free: tuple[int, ...], packed: list[tuple[int, int]], g: int, budget: list[int]) -> list[dict[int, int]] | None | str:
-    failed: set = set()
-
-    def rec(idx: int, fr: tuple[int, ...]) -> list[dict[int, int]] | None | str:
-        if idx == len(packed):
-            return []
-        key = (idx, fr)
-        if key in failed:
-            return None
-        budget[0] -= 1
-        if budget[0] < 0:
-            return "unknown"
-        _, k = packed[idx]
-        m = -(-k // g)
-        seen_vals: set = set()
-        for d in _splits(k, m, fr):
-            sig = tuple(sorted((fr[n], c) for n, c in d.items()))  # nodes with equal free are interchangeable
-            if sig in seen_vals:
+    def give(j: int, got: Mapping[int, int]) -> None:
+        """Job j gets ``got[n]`` more GPUs of node n: the lowest free indices."""
+        mine = dict(out[j] or {})
+        for n, c in sorted(got.items()):
+            if not c:
                 continue
-            seen_vals.add(sig)
-            nf = list(fr)
-            for n, c in d.items():
-                nf[n] -= c
-            sub = rec(idx + 1, tuple(nf))
-            if sub == "unknown":
-                return sub
-            if sub is not None:
-                return [d] + sub  # type: ignore[operator]
-        failed.add(key)
-        return None
+            held = taken.setdefault(n, set())
+            ix = sorted(base[n] - held)[:c]
+            held.update(ix)
+            size[n] -= c
+            mine[n] = tuple(sorted(mine.get(n, ()) + tuple(ix)))
+        out[j] = dict(sorted(mine.items()))
 
-    return rec(0, free)
+    order = sorted(packed_rest, key=lambda j: (-jobs[j][0], j))
+    stop: Stop = ""
+    steps = 0
+    if counts is not None and all(counts[j] is not None for j in order):
+        plan = [dict(counts[j]) for j in order]
+        trial = list(size)
+        for d in plan:
+            for n, c in d.items():
+                trial[n] -= c
+        if any(c < 0 for c in trial):
+            return "impossible", out, "", 0, not_kept
+    else:
+        plan, trial = [], list(size)
+        for j in order:
+            k = jobs[j][0]
+            d = take(trial, k)
+            if d is None or len(d) > -(-k // g):
+                break
+            for n, c in d.items():
+                trial[n] -= c
+            plan.append(d)
+        if len(plan) < len(order):  # the greedy spread a packed job: the exact search decides
+            status, moves, steps, stop = search_counts(size, g, [jobs[j][0] for j in order], max_steps, deadline)
+            if status != "placed":
+                return status, out, stop, steps, not_kept
+            plan = assign_moves(size, moves)  # type: ignore[arg-type]
+    for j, d in zip(order, plan):
+        give(j, d)
+    for j in grows:  # first on its own nodes, then where the greedy finds room
+        need = jobs[j][0] - sum(len(ix) for ix in (out[j] or {}).values())
+        extra: dict[int, int] = {}
+        for n in sorted(out[j] or {}):
+            c = min(size[n], need)
+            if c:
+                extra[n] = c
+                need -= c
+        give(j, extra)
+        if need:
+            d = take(size, need)
+            if d is None:
+                return "impossible", out, "", steps, not_kept
+            give(j, d)
+    for j in sorted(loose_rest, key=lambda j: (-jobs[j][0], j)):
+        d = take(size, jobs[j][0])
+        if d is None:
+            return "impossible", out, "", steps, not_kept
+        give(j, d)
+    return "placed", out, stop, steps, not_kept
+
+
+def pack(
+    pool: Pool,
+    jobs: Sequence[tuple[int, bool]],
+    current: Sequence[Mapping[int, Sequence[int]] | None] | None = None,
+    *,
+    max_steps: int = DEFAULT_SEARCH_STEPS,
+    deadline: float | None = None,
+    time_limit_s: float | None = None,
+    counts: Sequence[Mapping[int, int] | None] | None = None,
+) -> Placement:
+    """Place the jobs of one pool on its nodes (module docstring).
+
+    Parameters
+    ----------
+    pool
+        The nodes (free GPU indices per node).
+    jobs
+        Per job ``(k, packed)``: its GPUs and whether it must sit on its
+        fewest nodes, ceil(k / g).  Earlier jobs keep their GPUs first.
+    current
+        Optional, per job, where it runs now, ``{node index: GPU indices}``
+        (None or empty: nowhere); such jobs are kept in place where they can.
+    max_steps
+        Step budget of the exact search.
+    deadline, time_limit_s
+        Stop the exact search at this ``time.perf_counter()`` value, or after
+        this many seconds (the earlier of the two); it then answers
+        ``"unknown"`` with ``stop="time"``.
+    counts
+        Optional, per packed job, ``{node index: GPUs}`` decided elsewhere (a
+        MILP's node variables): used as given, no search (from scratch only).
+
+    Returns
+    -------
+    Placement
+        ``nodes`` and ``moved`` per job, in the order given.
+    """
+    if time_limit_s is not None:
+        end = time.perf_counter() + time_limit_s
+        deadline = end if deadline is None else min(deadline, end)
+    if sum(k for k, _ in jobs) > pool.gpus:
+        return Placement("impossible")
+    kept = True
+    status, out, stop, steps, not_kept = _pack(pool, jobs, current, max_steps, deadline, None if current else counts)
+    if status != "placed" and current is not None and any(current):  # keeping jobs in place blocks the packed ones
+        kept = False
+        status, out, stop, steps2, _ = _pack(pool, jobs, None, max_steps, deadline, counts)
+        steps += steps2
+    if status != "placed":
+        return Placement(status, stop=stop, steps=steps, kept=kept, not_kept=not_kept)  # type: ignore[arg-type]
+    moved = tuple(
+        not (current is not None and current[j] and {n: tuple(sorted(ix)) for n, ix in current[j].items() if len(ix)}
+             == {n: tuple(sorted(ix)) for n, ix in (d or {}).items()})
+        for j, d in enumerate(out)
+    )
+    return Placement("placed", tuple(d or {} for d in out), moved, stop, steps, kept, not_kept)
 
 
 def place(
@@ -181,8 +336,9 @@ def place(
     unpacked: list[int],
     max_steps: int = DEFAULT_SEARCH_STEPS,
     counts: list[dict[int, int]] | None = None,
+    deadline: float | None = None,
 ) -> Placement:
-    """Place jobs on the nodes of one pool.
+    """Place jobs on the nodes of one pool, from scratch: :func:`pack` of the packed jobs, then the unpacked.
 
     Parameters
     ----------
@@ -193,62 +349,21 @@ def place(
     unpacked
         Sizes of the jobs that may use any free GPUs.
     max_steps
-        Budget of the exhaustive search.
+        Budget of the exact search.
     counts
         Per packed job ``{node: GPUs}`` already decided (e.g. by a MILP's node
         variables): used as given, no search.
+    deadline
+        ``time.perf_counter()`` value at which the exact search stops.
 
     Returns
     -------
     Placement
         Packed jobs first, then unpacked jobs, in the order given.
     """
-    g = pool.gpus_per_node
-    free_gpus = pool.free_gpus()
-    free = [len(ix) for ix in free_gpus]
-    if sum(packed) + sum(unpacked) > sum(free):
-        return Placement("impossible")
-    order = sorted(range(len(packed)), key=lambda i: (-packed[i], i))
-    req = [(i, packed[i]) for i in order]
-    if counts is not None:
-        counts = [counts[i] for i in order]
-    else:
-        counts = _heuristic(free, req, g) if req else []
-    if counts is None:
-        found = _search(tuple(free), req, g, [max_steps])
-        if found == "unknown":
-            return Placement("unknown")
-        if found is None:
-            return Placement("impossible")
-        counts = found  # type: ignore[assignment]
-    by_job: list[dict[int, int]] = [{} for _ in packed]
-    for (i, _), d in zip(req, counts):  # type: ignore[arg-type]
-        by_job[i] = d
-    if packed:
-        placed = list(_counts_to_indices(pool, by_job))
-        free_ix = list(free_gpus)
-        for d in placed:
-            for n, ix in d.items():
-                free_ix[n] = free_ix[n][len(ix):]  # packed jobs took the first free indices of their nodes
-        walk = _walk(tuple(len(ix) for ix in free_ix))
-    else:
-        placed, free_ix, walk = [], free_gpus, _walk(tuple(free))
-    pos, off = 0, 0
-    for k in unpacked:
-        d: dict[int, tuple[int, ...]] = {}
-        need = k
-        while need:
-            n = walk[pos]
-            ix = free_ix[n]
-            take = min(len(ix) - off, need)
-            if take > 0:
-                d[n] = ix[off : off + take]
-                off += take
-                need -= take
-            if off >= len(ix):
-                pos, off = pos + 1, 0
-        placed.append(d)
-    return Placement("placed", tuple(placed))
+    jobs = [(int(k), True) for k in packed] + [(int(k), False) for k in unpacked]
+    given = None if counts is None else list(counts) + [None] * len(unpacked)
+    return pack(pool, jobs, max_steps=max_steps, deadline=deadline, counts=given)
 
 
 @lru_cache(maxsize=64)
@@ -267,30 +382,38 @@ def _pool_arrays(pools: tuple[Pool, ...], types: tuple[str, ...]) -> tuple:
     return free_gpus, free, start, gpn, names
 
 
-def place_choice(
-    table, choice: np.ndarray, max_steps: int = DEFAULT_SEARCH_STEPS, counts: dict | None = None
-) -> tuple[str, dict[int, dict[str, tuple[int, ...]]]]:
-    """Place the allocation ``choice`` (option per job row of ``table``, -1 idle) on the nodes.
+@dataclass(frozen=True)
+class TablePlacement:
+    """Result of :func:`place_table`.
 
-    Per type as :func:`place` does: its heuristic compiled
-    (:func:`elasticopt.models.kernels.place_pool`), the exhaustive search of
-    at most ``max_steps`` steps where that fails.  ``counts``: optional
-    ``{row: {node: GPUs}}`` for packed jobs, decided elsewhere (a MILP's node
-    variables), used as given.
+    ``status``: as :class:`Placement`'s, the worst over the types;
+    ``nodes[row]`` = ``{node name: GPU indices}`` for every job that runs, when
+    placed; ``stop``: why an ``"unknown"`` search stopped; ``steps``: steps of
+    the exact search over all types.
+    """
 
-    Returns
-    -------
-    (status, nodes)
-        ``status`` as :class:`Placement`'s (the worst over the types); a table
-        without ``pools`` (built without its cluster's nodes) places nothing.
-        ``nodes[row]`` = ``{node name: GPU indices}`` for every job that runs,
-        when placed.
+    status: Literal["placed", "impossible", "unknown"]
+    nodes: Mapping[int, Mapping[str, tuple[int, ...]]]
+    stop: Stop = ""
+    steps: int = 0
+
+
+def place_table(table, choice: np.ndarray, max_steps: int = DEFAULT_SEARCH_STEPS, counts: dict | None = None,
+                deadline: float | None = None) -> TablePlacement:
+    """Place the allocation ``choice`` (option per job row of ``table``, -1 idle) on the nodes, from scratch.
+
+    Per type as :func:`pack` does: its greedy rule compiled
+    (:func:`elasticopt.models.kernels.place_types`), :func:`pack` where that
+    fails (the exact search, at most ``max_steps`` steps, until ``deadline``).
+    ``counts``: optional ``{row: {node: GPUs}}`` for packed jobs, decided
+    elsewhere (a MILP's node variables), used as given.  A table without
+    ``pools`` (built without its cluster's nodes) places nothing.
     """
     from elasticopt.models.kernels import place_types
 
     choice = np.asarray(choice, dtype=np.int64)
     if table.pools is None:  # a table built without its cluster's nodes: totals only, nothing to place
-        return "placed", {}
+        return TablePlacement("placed", {})
     rows = np.flatnonzero(choice >= 0)
     cols = choice[rows]
     ks = table.gpus[rows, cols]
@@ -299,7 +422,7 @@ def place_choice(
     out: dict[int, dict[str, tuple[int, ...]]] = {}
     status = "placed"
     done = np.zeros(len(table.types), dtype=bool)
-    if counts is None:  # every type by the heuristic, compiled
+    if counts is None:  # every type by the greedy rule, compiled
         free_gpus, free, start, gpn, names = _pool_arrays(table.pools, table.types)
         done, job, node, off, cnt = place_types(ks, pk, types, free, start, gpn)
         rows_l, types_l = rows.tolist(), types.tolist()
@@ -310,10 +433,12 @@ def place_choice(
                 d = out[r] = {}
             d[names[t][n]] = free_gpus[t][n][a : a + c]
         if done.all():
-            return status, out
+            return TablePlacement(status, out)
     fast, out = out, {}
     row_type = dict(zip(rows.tolist(), types.tolist()))
-    for t, name in enumerate(table.types):  # where the heuristic failed, or counts are given: place()
+    stop: Stop = ""
+    steps = 0
+    for t, name in enumerate(table.types):  # where the greedy failed, or counts are given: pack()
         sel = types == t
         if done[t]:  # placed above: keep the type order
             out.update((r, d) for r, d in fast.items() if row_type[r] == t)
@@ -327,14 +452,25 @@ def place_choice(
         given = None
         if counts is not None and all(int(r) in counts for r in p_rows):
             given = [counts[int(r)] for r in p_rows]
-        res = place(pool, p_ks, u_ks, max_steps, given)
+        res = place(pool, p_ks, u_ks, max_steps, given, deadline)
+        steps += res.steps
         if res.status != "placed":
             if res.status == "impossible" or status == "placed":
                 status = res.status
+                stop = res.stop
             continue
         for r, d in zip(p_rows.tolist() + u_rows.tolist(), res.nodes):
             out[r] = {node_name(name, n): ix for n, ix in d.items()}
-    return status, (out if status == "placed" else {})
+    if status != "placed":
+        return TablePlacement(status, {}, stop, steps)  # type: ignore[arg-type]
+    return TablePlacement("placed", out, "", steps)
+
+
+def place_choice(table, choice: np.ndarray, max_steps: int = DEFAULT_SEARCH_STEPS, counts: dict | None = None,
+                 deadline: float | None = None) -> tuple[str, dict[int, dict[str, tuple[int, ...]]]]:
+    """:func:`place_table` as ``(status, nodes)``."""
+    res = place_table(table, choice, max_steps, counts, deadline)
+    return res.status, res.nodes  # type: ignore[return-value]
 
 
 def types_needing_placement(table) -> list[int]:

@@ -4,15 +4,17 @@ Every backend is registered by name (:func:`get_backend`); libraries are
 imported inside the solve call, so this package imports without them.
 """
 
-from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.registry import (
     available_solvers,
+    capabilities,
     exact_solvers,
     get_backend,
+    placement_solvers,
     register,
     registered_solvers,
 )
-from elasticopt.solvers.solution import Solution, Status
+from elasticopt.solvers.solution import Reason, Solution, Status
 from elasticopt.solvers.verify import VerifyReport, verify
 
 # built-in backends register themselves on import (no solver library is imported here)
@@ -26,13 +28,17 @@ from elasticopt.solvers.api import solve  # noqa: E402
 
 __all__ = [
     "Backend",
+    "Capabilities",
     "Outcome",
+    "Reason",
     "Solution",
     "Status",
     "VerifyReport",
     "available_solvers",
+    "capabilities",
     "exact_solvers",
     "get_backend",
+    "placement_solvers",
     "register",
     "registered_solvers",
     "solve",

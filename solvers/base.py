@@ -1,8 +1,9 @@
 """The shape every backend shares: build, run, extract (Pyomo contrib.solver style).
 
 A backend subclasses :class:`Backend`, declares its name, whether it is exact,
-the modules it needs (checked without importing them) and the pip extra that
-installs them, and implements three steps:
+the modules it needs (checked without importing them), the pip extra that
+installs them and what it can do (:class:`Capabilities`, read by the service
+and ``elasticopt bench``), and implements three steps:
 
 - ``build(table, options)``: the backend's model of the option table;
 - ``run(model, time_limit_s, options)``: solve it, returning raw results;
@@ -11,7 +12,10 @@ installs them, and implements three steps:
 
 :meth:`Backend.solve` times the steps, turns the outcome into a
 :class:`Solution` and never lets a backend exception escape as anything but
-``Status.ERROR`` with the message.
+``Status.ERROR`` with the message.  Every solution carries a
+:class:`~elasticopt.solvers.solution.Reason` next to its status.  The time
+limit covers build, run and placement: the placement search gets what is
+left of it (and stops with ``Reason.TIME_LIMIT``).
 """
 
 from __future__ import annotations
@@ -27,15 +31,48 @@ from typing import Any, ClassVar
 import numpy as np
 
 from elasticopt.errors import SolverError, SolverUnavailableError
-from elasticopt.models.placement import place_choice
+from elasticopt.models.placement import place_table
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.options import OptionRule, check_options
-from elasticopt.solvers.solution import Solution, Status
+from elasticopt.solvers.solution import Reason, Solution, Status
 
-__all__ = ["Backend", "Outcome"]
+__all__ = ["Backend", "Outcome", "Capabilities"]
 
 #: Required modules already found installed in this process.
 _FOUND: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do, as data (the service and ``elasticopt bench`` read it).
+
+    Attributes
+    ----------
+    gpu_types
+        Solves tables with several GPU types.
+    placement
+        ``"exact"``: node variables, exact on the whole model (docs/design.md
+        §2); ``"checked"``: exact over per-type totals, the result placed
+        afterwards (``LIMIT`` with ``Reason.NOT_PLACEABLE`` where it does not
+        place); ``"heuristic"``: every step checked by placing it, never exact.
+    time_limit
+        Its run stops at ``time_limit_s`` (placement always does; a backend
+        without it is bounded otherwise, e.g. the DP's ``max_cells``).
+    incumbent
+        Stopped by a limit, it returns the best allocation found so far.
+    warm_start
+        Takes a ``hint`` option (a :class:`Solution` or an allocation) to start from.
+    fallback_rank
+        Order in which the service tries exact-placement backends for a
+        re-solve (lower first); None: never used for it.
+    """
+
+    gpu_types: bool = True
+    placement: str = "checked"
+    time_limit: bool = False
+    incumbent: bool = False
+    warm_start: bool = False
+    fallback_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +91,8 @@ class Outcome:
     stats: Mapping[str, Any] = field(default_factory=dict)
     #: optional ``{job row: {node index: GPUs}}`` of packed jobs, from a backend's node variables
     node_counts: Mapping[int, Mapping[int, int]] | None = None
+    #: why the run ended; None: SOLVED, or for LIMIT the time limit (if one was set) else a work limit
+    reason: Reason | None = None
 
 
 def _check_choice(table: OptionTable, choice: np.ndarray) -> str:
@@ -108,6 +147,8 @@ class Backend(ABC):
     option_rules: ClassVar[Mapping[str, OptionRule]] = {}
     #: One line for ``--help`` and listings.
     description: ClassVar[str] = ""
+    #: What the backend can do (read by the service and ``elasticopt bench``).
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     @classmethod
     def missing_modules(cls) -> list[str]:
@@ -177,6 +218,7 @@ class Backend(ABC):
         opts = self.check_options(options)
         common = {"scale": table.scale, "tie_scale": table.tie_scale, "solver": self.name}
         t0 = time.perf_counter()
+        deadline = None if time_limit_s is None else t0 + time_limit_s
         try:
             model = self.build(table, opts)
             t1 = time.perf_counter()
@@ -221,6 +263,12 @@ class Backend(ABC):
                 stats=stats,
                 **common,
             )
+        reason = out.reason
+        if reason is None:
+            reason = Reason.SOLVED
+            if out.status is Status.LIMIT:
+                reason = Reason.TIME_LIMIT if time_limit_s is not None else Reason.WORK_LIMIT
+        common["reason"] = reason
         if out.choice is None:
             return Solution(
                 out.status, bound=out.bound, message=out.message, build_s=build_s, solve_s=solve_s, stats=stats, **common
@@ -233,6 +281,7 @@ class Backend(ABC):
         choice = np.asarray(out.choice, dtype=np.int64)
         problem = _check_choice(table, choice)
         if problem:
+            common["reason"] = Reason.ERROR
             return Solution(
                 Status.ERROR,
                 message=f"backend returned an invalid allocation: {problem}",
@@ -242,11 +291,20 @@ class Backend(ABC):
                 **common,
             )
         t3 = time.perf_counter()
-        placed, nodes = place_choice(table, choice, counts=out.node_counts)
+        where = place_table(table, choice, counts=out.node_counts, deadline=deadline)
+        placed, nodes = where.status, where.nodes
         stats["placement_s"] = time.perf_counter() - t3
+        stats["placement_steps"] = where.steps
         if placed != "placed":
             # only the DP (which sees per-type totals) can get here: its optimum of the totals does not place
-            why = "cannot be placed on the nodes" if placed == "impossible" else "was not placed within the search budget"
+            if placed == "impossible":
+                why, common["reason"] = "cannot be placed on the nodes", Reason.NOT_PLACEABLE
+            elif where.stop == "time":
+                why, common["reason"] = (f"was not placed within the time limit ({time_limit_s} s)",
+                                         Reason.TIME_LIMIT)
+            else:
+                why, common["reason"] = "was not placed within the search budget", Reason.PLACEMENT_STEPS
+            common["unplaced"] = _results(table, choice)[2]
             return Solution(
                 Status.LIMIT,
                 bound=out.bound,

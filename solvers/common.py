@@ -14,7 +14,7 @@ import numpy as np
 from elasticopt.errors import SolverOptionError
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Outcome
-from elasticopt.solvers.solution import Solution, Status
+from elasticopt.solvers.solution import Reason, Solution, Status
 
 __all__ = [
     "presolve_setting",
@@ -48,6 +48,7 @@ def too_large(table: OptionTable, max_cells: int) -> Outcome | None:
                 f"{table.n_types} types) > {max_cells:.3g} cells; use 'milp' or 'cpsat'"
             ),
             stats={"dp_states": states},
+            reason=Reason.STATE_SPACE,
         )
     return None
 

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from elasticopt.models.table import OptionTable
-from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.common import HINT_RULE, hint_choice, node_counts_of
 from elasticopt.solvers.formulation import formulate
 from elasticopt.solvers.registry import register
-from elasticopt.solvers.solution import Status
+from elasticopt.solvers.solution import Reason, Status
 
 __all__ = ["CPSat"]
 
@@ -63,6 +63,8 @@ class CPSat(Backend):
     requires = ("ortools",)
     extra = "cpsat"
     description = "OR-tools CP-SAT (Boolean per option, exactly-one per job)"
+    capabilities = Capabilities(gpu_types=True, placement="exact", time_limit=True, incumbent=True, warm_start=True,
+                                fallback_rank=1)
     default_options: Mapping[str, Any] = {
         "num_workers": 1,
         "linearization_level": 2,

@@ -30,9 +30,9 @@ import numpy as np
 
 from elasticopt.models.placement import place_choice, types_needing_placement
 from elasticopt.models.table import OptionTable
-from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.registry import register
-from elasticopt.solvers.solution import Status
+from elasticopt.solvers.solution import Reason, Status
 
 __all__ = ["Greedy", "greedy_choice"]
 
@@ -111,6 +111,7 @@ class Greedy(Backend):
     exact = False
     requires = ("numpy",)
     description = "marginal gain per GPU (Optimus-style heuristic, not exact)"
+    capabilities = Capabilities(gpu_types=True, placement="heuristic")
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> OptionTable:
         return table
@@ -125,5 +126,6 @@ class Greedy(Backend):
                 return Outcome(Status.INFEASIBLE)
             # the smallest options did not fit per type: a heuristic cannot prove that none do
             return Outcome(Status.LIMIT, message="greedy found no allocation in which every job that must run "
-                           "fits its GPU type; that does not prove there is none: solve with an exact backend")
+                           "fits its GPU type; that does not prove there is none: solve with an exact backend",
+                           reason=Reason.NO_START)
         return Outcome(Status.FEASIBLE, choice=raw, message="heuristic: optimality not proven")

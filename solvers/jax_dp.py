@@ -31,7 +31,7 @@ import numpy as np
 
 from elasticopt.models.fixing import Fixing, Proof, quick_proof_multi, reduced_cost_fixing
 from elasticopt.models.table import OptionTable
-from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.common import MAX_CELLS, NEG, dp_outcome, state_shape, too_large
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status
@@ -171,6 +171,9 @@ class JaxDP(Backend):
     exact = True
     requires = ("jax",)
     description = "dynamic program, jax-compiled (the paper's algorithm)"
+    #: several types (one flattened state), exact over the totals, placed afterwards; bounded by max_cells
+    capabilities = Capabilities(gpu_types=True, placement="checked", time_limit=False, incumbent=False,
+                                warm_start=False)
 
     default_options = {"fixing": True, "max_cells": MAX_CELLS}
 

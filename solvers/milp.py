@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from elasticopt.models.table import OptionTable
-from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.common import (
     HINT_RULE,
     empty_outcome,
@@ -36,7 +36,7 @@ from elasticopt.solvers.common import (
 )
 from elasticopt.solvers.formulation import Formulation, formulate
 from elasticopt.solvers.registry import register
-from elasticopt.solvers.solution import Status
+from elasticopt.solvers.solution import Reason, Status
 
 __all__ = ["HighsMILP"]
 
@@ -55,6 +55,16 @@ STATUS_MAP: dict[str, Status] = {
     "kInterrupt": Status.LIMIT,
     "kHighsInterrupt": Status.LIMIT,
     "kMemoryLimit": Status.LIMIT,
+}
+
+#: Why a LIMIT status stopped (HiGHS model status name -> reason); a LIMIT missing here is a time limit.
+REASON_MAP: dict[str, Reason] = {
+    "kTimeLimit": Reason.TIME_LIMIT,
+    "kIterationLimit": Reason.WORK_LIMIT,
+    "kSolutionLimit": Reason.WORK_LIMIT,
+    "kInterrupt": Reason.INTERRUPTED,
+    "kHighsInterrupt": Reason.INTERRUPTED,
+    "kMemoryLimit": Reason.MEMORY_LIMIT,
 }
 
 
@@ -80,6 +90,8 @@ class HighsMILP(Backend):
     requires = ("highspy",)
     extra = "milp"
     description = "HiGHS MILP via highspy (CSC arrays, mip_rel_gap=0)"
+    capabilities = Capabilities(gpu_types=True, placement="exact", time_limit=True, incumbent=True, warm_start=True,
+                                fallback_rank=0)
     default_options: Mapping[str, Any] = {
         "threads": 1,
         "seed": 0,
@@ -134,11 +146,15 @@ class HighsMILP(Backend):
         hint = options.get("hint")
         if hint is not None and m:
             hc = hint_choice(table, hint, self.name)
-            if (hc >= -1).all() and not f.node_cols:  # a complete hint only: HiGHS checks it as a start solution
-                sol = highspy.HighsSolution()
-                sol.col_value = (hc[a["rows"]] == a["cols"]).astype(np.float64).tolist()  # option columns only
-                sol.value_valid = True
-                h.setSolution(sol)
+            if (hc >= -1).all():  # a hint for every job: HiGHS checks it as a start solution
+                x = (hc[a["rows"]] == a["cols"]).astype(np.float64)
+                if not f.node_cols:
+                    sol = highspy.HighsSolution()
+                    sol.col_value = x.tolist()  # every column is an option column
+                    sol.value_valid = True
+                    h.setSolution(sol)
+                else:  # the option columns only: HiGHS completes the node variables (a sub-MIP) or drops the start
+                    h.setSolution(int(x.size), np.arange(x.size, dtype=np.int32), x)
         return _Model(h, a["rows"], a["cols"], f)
 
     def run(self, model: _Model, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
@@ -163,6 +179,7 @@ class HighsMILP(Backend):
             "columns": int(model.rows.size),
         }
         status = STATUS_MAP.get(ms.name, Status.ERROR)
+        reason = REASON_MAP.get(ms.name, Reason.TIME_LIMIT) if status is Status.LIMIT else None
         if status is Status.INFEASIBLE:
             return Outcome(Status.INFEASIBLE, stats=stats)
         if status is Status.ERROR:
@@ -172,7 +189,8 @@ class HighsMILP(Backend):
         if not has_primal:
             if status is Status.OPTIMAL:
                 return Outcome(Status.ERROR, message="HiGHS said Optimal without a feasible primal solution", stats=stats)
-            return Outcome(Status.LIMIT, bound=integer_bound(dual, None), message="HiGHS stopped before finding a solution", stats=stats)
+            return Outcome(Status.LIMIT, bound=integer_bound(dual, None), message="HiGHS stopped before finding a solution",
+                           stats=stats, reason=reason)
         allv = np.asarray(h.getSolution().col_value, dtype=np.float64)
         xv = allv[: model.rows.size]
         xr = np.rint(xv)
@@ -196,6 +214,7 @@ class HighsMILP(Backend):
                     message=f"HiGHS said Optimal but the dual bound {dual!r} is >= 1 above the objective {obj}",
                     stats=stats,
                     node_counts=counts,
+                    reason=Reason.NOT_PROVEN,
                 )
             return Outcome(Status.OPTIMAL, choice=choice, bound=obj, stats=stats, node_counts=counts)
         if bound == obj:  # stopped by the limit, but the integer bound already proves the optimum
@@ -208,4 +227,5 @@ class HighsMILP(Backend):
             message=f"HiGHS stopped ({h.modelStatusToString(ms)}): best allocation found and bound",
             stats=stats,
             node_counts=counts,
+            reason=reason,
         )

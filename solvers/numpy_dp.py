@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from elasticopt.models.table import OptionTable
-from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.common import INFEASIBLE_BELOW, MAX_CELLS, NEG, dp_outcome, state_shape, too_large
 from elasticopt.solvers.registry import register
 
@@ -39,6 +39,9 @@ class NumpyDP(Backend):
     exact = True
     requires = ("numpy",)
     description = "dynamic program in numpy (readable reference)"
+    #: several types (one flattened state), exact over the totals, placed afterwards; bounded by max_cells
+    capabilities = Capabilities(gpu_types=True, placement="checked", time_limit=False, incumbent=False,
+                                warm_start=False)
 
     default_options = {"max_cells": MAX_CELLS}
 

@@ -39,12 +39,26 @@ import numpy as np
 from elasticopt._io import atomic_path
 from elasticopt.errors import SolverError
 from elasticopt.models.table import OptionTable
-from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.common import empty_outcome, integer_bound, new_highs, node_counts_of, presolve_setting
 from elasticopt.solvers.registry import register
-from elasticopt.solvers.solution import Solution, Status
+from elasticopt.solvers.solution import Reason, Solution, Status
 
-__all__ = ["PyomoMILP", "build_pyomo_model", "write_model", "installed_pyomo_solvers", "KNOWN_SOLVERS"]
+__all__ = ["PyomoMILP", "build_pyomo_model", "write_model", "installed_pyomo_solvers", "KNOWN_SOLVERS", "STATUS_MAP"]
+
+#: Pyomo termination condition (``TerminationCondition`` member name) -> (our status, why it stopped),
+#: before the solution is read: LIMIT may still be proven OPTIMAL by the integer bound.  Names
+#: missing from this map are ERROR.
+STATUS_MAP: dict[str, tuple[Status, Reason]] = {
+    "optimal": (Status.OPTIMAL, Reason.SOLVED),
+    "infeasible": (Status.INFEASIBLE, Reason.SOLVED),
+    "infeasibleOrUnbounded": (Status.INFEASIBLE, Reason.SOLVED),
+    "maxTimeLimit": (Status.LIMIT, Reason.TIME_LIMIT),
+    "maxIterations": (Status.LIMIT, Reason.WORK_LIMIT),
+    "maxEvaluations": (Status.LIMIT, Reason.WORK_LIMIT),
+    "userInterrupt": (Status.LIMIT, Reason.INTERRUPTED),
+    "resourceInterrupt": (Status.LIMIT, Reason.MEMORY_LIMIT),
+}
 
 DEFAULT_SOLVER = "appsi_highs"
 
@@ -236,6 +250,8 @@ class PyomoMILP(Backend):
     requires = ("pyomo", "highspy")
     extra = "pyomo"
     description = "readable Pyomo MILP; HiGHS by default, any Pyomo solver by name"
+    capabilities = Capabilities(gpu_types=True, placement="exact", time_limit=True, incumbent=True, warm_start=False,
+                                fallback_rank=2)
     default_options: Mapping[str, Any] = {"solver_name": DEFAULT_SOLVER, "solver_options": None, "tee": False}
     option_rules = {
         "solver_options": ("a mapping of the Pyomo solver's option names to values, or None",
@@ -275,14 +291,15 @@ class PyomoMILP(Backend):
         return results
 
     def extract(self, table: OptionTable, model: _Model, raw: Any) -> Outcome:
-        from pyomo.opt import SolutionStatus, TerminationCondition as TC
+        from pyomo.opt import SolutionStatus
 
         if raw is None:
             return Outcome(Status.INFEASIBLE) if model.infeasible else empty_outcome(table)
         results = raw
         tc = results.solver.termination_condition
         stats = {"termination": str(tc), "columns": len(model.keys)}
-        if tc in (TC.infeasible, TC.infeasibleOrUnbounded):
+        status, reason = STATUS_MAP.get(getattr(tc, "name", str(tc)), (Status.ERROR, Reason.ERROR))
+        if status is Status.INFEASIBLE:
             return Outcome(Status.INFEASIBLE, stats=stats)
         ub = results.problem.upper_bound
         dual = float(ub) if ub is not None and math.isfinite(float(ub)) else None
@@ -292,14 +309,13 @@ class PyomoMILP(Backend):
             SolutionStatus.bestSoFar,
             SolutionStatus.locallyOptimal,
         )
-        limit = tc in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations, TC.userInterrupt, TC.resourceInterrupt)
-        if tc != TC.optimal and not limit:
+        if status is Status.ERROR:
             return Outcome(Status.ERROR, message=f"Pyomo solver stopped with {tc}", stats=stats)
         if not has_solution:
-            if tc == TC.optimal:
+            if status is Status.OPTIMAL:
                 return Outcome(Status.ERROR, message="solver said optimal but returned no solution", stats=stats)
             return Outcome(Status.LIMIT, bound=integer_bound(dual, None) if dual is not None else None,
-                           message="time limit hit before any solution", stats=stats)
+                           message=f"the solver stopped ({tc}) before any solution", stats=stats, reason=reason)
         model.pyomo.solutions.load_from(results)
         xv = np.array([model.pyomo.x[k].value or 0.0 for k in model.keys], dtype=np.float64)
         xr = np.rint(xv)
@@ -320,13 +336,13 @@ class PyomoMILP(Backend):
             counts = node_counts_of(table, f, allv)
         obj, _ = table.objective_of(choice)
         bound = integer_bound(dual, obj) if dual is not None else None
-        if tc == TC.optimal:
+        if status is Status.OPTIMAL:
             if bound is not None and bound > obj:
-                return Outcome(Status.LIMIT, choice=choice, bound=bound, node_counts=counts,
+                return Outcome(Status.LIMIT, choice=choice, bound=bound, node_counts=counts, reason=Reason.NOT_PROVEN,
                                message=f"solver said optimal but its bound {dual!r} is >= 1 above {obj}", stats=stats)
             return Outcome(Status.OPTIMAL, choice=choice, bound=obj, stats=stats, node_counts=counts)
         if bound == obj:  # stopped by the limit, but the integer bound already proves the optimum
             return Outcome(Status.OPTIMAL, choice=choice, bound=obj, message="proven when the limit hit", stats=stats,
                            node_counts=counts)
-        return Outcome(Status.LIMIT, choice=choice, bound=bound, node_counts=counts,
+        return Outcome(Status.LIMIT, choice=choice, bound=bound, node_counts=counts, reason=reason,
                        message=f"Pyomo solver stopped ({tc}): best allocation found and bound", stats=stats)

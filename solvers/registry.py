@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from elasticopt.errors import SolverUnavailableError, UnknownSolverError
-from elasticopt.solvers.base import Backend
+from elasticopt.solvers.base import Backend, Capabilities
 
-__all__ = ["register", "get_backend", "registered_solvers", "available_solvers", "exact_solvers"]
+__all__ = ["register", "get_backend", "registered_solvers", "available_solvers", "exact_solvers", "capabilities",
+           "placement_solvers"]
 
 _REGISTRY: dict[str, type[Backend]] = {}
 
@@ -31,6 +32,27 @@ def available_solvers() -> list[str]:
 def exact_solvers() -> list[str]:
     """Installed backends that prove optima."""
     return [n for n, c in _REGISTRY.items() if c.exact and c.available()]
+
+
+def capabilities(name: str) -> Capabilities:
+    """What the backend registered as ``name`` can do (:class:`~elasticopt.solvers.base.Capabilities`).
+
+    Raises
+    ------
+    UnknownSolverError
+        Listing the registered and the installed backends.
+    """
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        raise UnknownSolverError(name, registered_solvers(), available_solvers())
+    return cls.capabilities
+
+
+def placement_solvers() -> list[str]:
+    """Installed backends exact with node variables that may re-solve for placement, by ``fallback_rank``."""
+    found = [(c.capabilities.fallback_rank, n) for n, c in _REGISTRY.items()
+             if c.capabilities.placement == "exact" and c.capabilities.fallback_rank is not None and c.available()]
+    return [n for _, n in sorted(found)]
 
 
 def get_backend(name: str) -> Backend:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Status", "Solution"]
+__all__ = ["Status", "Reason", "Solution"]
 
 
 class Status(enum.Enum):
@@ -23,6 +23,22 @@ class Status(enum.Enum):
     def has_allocation(self) -> bool:
         """Whether a solution with this status may carry an allocation."""
         return self in (Status.OPTIMAL, Status.FEASIBLE, Status.LIMIT)
+
+
+class Reason(enum.Enum):
+    """Why a solve ended, next to its :class:`Status` (one ``LIMIT`` has several causes)."""
+
+    SOLVED = "solved"  # the backend ran to its end (OPTIMAL / INFEASIBLE proven, or a heuristic's answer)
+    TIME_LIMIT = "time_limit"  # time_limit_s reached: in the backend, in the placement search or before a re-solve
+    WORK_LIMIT = "work_limit"  # an iteration, node or solution limit of the backend's library
+    MEMORY_LIMIT = "memory_limit"  # the backend's library ran out of memory
+    INTERRUPTED = "interrupted"  # the backend's library was interrupted
+    STATE_SPACE = "state_space"  # the DP's state space (jobs x states) passed max_cells
+    NOT_PLACEABLE = "not_placeable"  # the optimum over per-type GPU totals is proven not to fit the nodes
+    PLACEMENT_STEPS = "placement_steps"  # the placement search ran out of steps before deciding
+    NOT_PROVEN = "not_proven"  # the backend said optimal, but its bound does not prove it
+    NO_START = "no_start"  # a heuristic found no allocation (that proves nothing)
+    ERROR = "error"  # the backend failed; the message says why
 
 
 @dataclass(frozen=True)
@@ -59,6 +75,13 @@ class Solution:
         Job id -> whether its option is packed (on the fewest nodes).
     placement
         Job id -> {node name (``"a100/1"``): GPU indices on that node} (jobs that run).
+    reason
+        Why the solve ended (:class:`Reason`): what a ``LIMIT`` ran into.
+    unplaced
+        For a ``LIMIT`` whose allocation over per-type GPU totals was not
+        placed (``NOT_PLACEABLE``, ``PLACEMENT_STEPS``, or ``TIME_LIMIT`` in
+        the placement): that allocation, job id -> (gpus, batch) or None, e.g.
+        to start a re-solve from (the ``hint`` option); empty otherwise.
     """
 
     status: Status
@@ -77,6 +100,12 @@ class Solution:
     gpu_types: Mapping[str, str] = field(default_factory=dict)
     packed: Mapping[str, bool] = field(default_factory=dict)
     placement: Mapping[str, Mapping[str, tuple[int, ...]]] = field(default_factory=dict)
+    reason: Reason = Reason.SOLVED
+    unplaced: Mapping[str, tuple[int, int] | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status is Status.ERROR and self.reason is Reason.SOLVED:
+            object.__setattr__(self, "reason", Reason.ERROR)
 
     @property
     def gap(self) -> float | None:
@@ -94,6 +123,7 @@ class Solution:
         """A JSON-ready dict (``status`` as its string value)."""
         return {
             "status": self.status.value,
+            "reason": self.reason.value,
             "solver": self.solver,
             "objective": self.objective,
             "objective_value": self.objective_value,

@@ -15,6 +15,8 @@ import subprocess
 from dataclasses import dataclass, field
 
 from elasticopt.errors import ElasticoptError, ValidationError
+from elasticopt.models.placement import pack
+from elasticopt.models.problem import Pool
 
 __all__ = ["DevicePool", "detect_gpus", "cpu_slots"]
 
@@ -157,23 +159,28 @@ class DevicePool:
     def acquire(self, owner: str, n: int) -> list[int] | None:
         """Give ``n`` free devices to ``owner``, packed first; None when too few are free.
 
-        Packed first: all on the node with the fewest free devices that still
-        has ``n`` (best fit, lowest ids first); when no node has ``n`` free,
-        the nodes with the most free devices first, so the job spans as few
-        nodes as possible.
+        By the model's one placer (:func:`elasticopt.models.placement.pack`,
+        its greedy rule): all on the node with the fewest free devices that
+        still has ``n`` (best fit, lowest ids first); when no node has ``n``
+        free, the nodes with the most free devices whole and the remainder on
+        the fullest node that holds it, so the job spans as few nodes as the
+        greedy finds.  Devices are listed node by node, most devices first.
         """
-        by_node: dict[str, list[int]] = {}
-        for i in self.free():
-            by_node.setdefault(self._node_of[i], []).append(i)
-        if n > sum(len(v) for v in by_node.values()):
+        names = list(dict.fromkeys(self.nodes))  # nodes in order of their first device
+        members: dict[str, list[int]] = {m: [] for m in names}
+        for i in self.ids:
+            members[self._node_of[i]].append(i)
+        free = set(self.free())
+        if n > len(free):
             return None
-        fits = [ids for ids in by_node.values() if len(ids) >= n]
-        if fits:
-            got = min(fits, key=lambda ids: (len(ids), ids[0]))[:n]
-        else:
-            got = []
-            for ids in sorted(by_node.values(), key=lambda ids: (-len(ids), ids[0])):
-                got.extend(ids[: n - len(got)])
+        pool = Pool(len(names), max(len(v) for v in members.values()),
+                    tuple(tuple(p for p, i in enumerate(members[m]) if i in free) for m in names))
+        res = pack(pool, [(n, False)])
+        if res.status != "placed":  # pragma: no cover - the greedy never fails when the total fits
+            return None
+        got = []
+        for node, pos in sorted(res.nodes[0].items(), key=lambda e: (-len(e[1]), e[0])):
+            got.extend(members[names[node]][p] for p in pos)
         for i in got:
             self._owner[i] = owner
         return got

@@ -11,6 +11,7 @@ thread-safe, and the machine's cores are better spent on one solve).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -39,7 +40,17 @@ from elasticopt.service.protocol import (
     validate_request,
 )
 from elasticopt.service.translate import VALUES, Translation, translate
-from elasticopt.solvers import Solution, Status, available_solvers, exact_solvers, get_backend, verify
+from elasticopt.solvers import (
+    Reason,
+    Solution,
+    Status,
+    available_solvers,
+    capabilities,
+    exact_solvers,
+    get_backend,
+    placement_solvers,
+    verify,
+)
 from elasticopt.solvers.api import solve
 
 __all__ = ["AllocationService", "HTTP_STATUS"]
@@ -57,9 +68,6 @@ HTTP_STATUS: dict[str, int] = {
     "internal": 500,
 }
 
-#: Backends exact with node variables, in the order ``placement_fallback="auto"`` tries them.
-NODE_EXACT_SOLVERS: tuple[str, ...] = ("milp", "cpsat")
-
 #: exceptions of the solve path -> service error code
 _SOLVE_ERRORS: tuple[tuple[type[Exception], str], ...] = (
     (UnknownSolverError, "unknown_solver"),
@@ -68,9 +76,14 @@ _SOLVE_ERRORS: tuple[tuple[type[Exception], str], ...] = (
 )
 
 
+#: Reasons of a LIMIT whose optimum over GPU totals was not placed: a backend exact with node variables solves again.
+PLACEMENT_REASONS = frozenset({Reason.NOT_PLACEABLE, Reason.PLACEMENT_STEPS})
+
+
 def _unplaced(sol: Solution) -> bool:
-    """Whether the backend's optimum over GPU totals could not be placed on the nodes (no allocation)."""
-    return sol.status is Status.LIMIT and sol.objective is None and "placement_s" in sol.stats
+    """Whether the backend's optimum over GPU totals was not placed on the nodes (no allocation)."""
+    return sol.status is Status.LIMIT and sol.objective is None and (
+        sol.reason in PLACEMENT_REASONS or (sol.reason is Reason.TIME_LIMIT and bool(sol.unplaced)))
 
 
 class AllocationService:
@@ -87,8 +100,11 @@ class AllocationService:
     placement_fallback
         Backend that solves again, exactly with node variables, when the
         requested one (the DP, which sees per-type GPU totals) finds an
-        optimum whose packed jobs cannot be placed on the nodes; None: answer
-        that LIMIT as it is; ``"auto"``: ``milp``, else ``cpsat``, where installed.
+        optimum whose packed jobs cannot be placed on the nodes, starting from
+        that optimum where the backend takes a hint; None: answer that LIMIT
+        as it is; ``"auto"``: the first installed backend of
+        :func:`~elasticopt.solvers.placement_solvers` (by its capabilities).
+        The re-solve gets what is left of the request's time limit.
     """
 
     def __init__(
@@ -104,7 +120,7 @@ class AllocationService:
         self.default_time_limit_s = default_time_limit_s
         self._solve = solve
         if placement_fallback == "auto":
-            placement_fallback = next((n for n in NODE_EXACT_SOLVERS if n in available_solvers()), None)
+            placement_fallback = next(iter(placement_solvers()), None)
         if placement_fallback is not None:
             get_backend(placement_fallback)
         self.placement_fallback = placement_fallback
@@ -152,6 +168,7 @@ class AllocationService:
             "objectives": [*OBJECTIVES, VALUES],
             "solvers": available_solvers(),
             "exact_solvers": exact_solvers(),
+            "capabilities": {n: dataclasses.asdict(capabilities(n)) for n in available_solvers()},
         }
 
     def warm_up(self, solver: str | None = None) -> float:
@@ -173,12 +190,21 @@ class AllocationService:
 
     def _run_solver(self, tr: Translation, spec: SolverSpec, time_limit_s: float | None, reduce: bool,
                     warnings: list[str]) -> Solution:
+        t0 = time.perf_counter()
         sol = self._run_one(tr, spec, time_limit_s, reduce)
         fallback = self.placement_fallback
         if _unplaced(sol) and fallback and fallback != spec.name:
+            left = None if time_limit_s is None else time_limit_s - (time.perf_counter() - t0)
+            if left is not None and left <= 0:
+                warnings.append(f"{spec.name}: {sol.message.split(';')[0]}; no time left of the {time_limit_s} s "
+                                f"limit to solve again with {fallback!r}")
+                return sol
+            options: dict[str, Any] = {}
+            if capabilities(fallback).warm_start and sol.unplaced:
+                options["hint"] = dict(sol.unplaced)  # start from the totals' optimum: its jobs are a good guess
             warnings.append(f"{spec.name}: {sol.message.split(';')[0]}; solved again with {fallback!r} "
-                            "(exact with node variables)")
-            sol = self._run_one(tr, SolverSpec(fallback, {}), time_limit_s, reduce)
+                            "(exact with node variables" + (", from its allocation)" if options else ")"))
+            sol = self._run_one(tr, SolverSpec(fallback, options), left, reduce)
         return sol
 
     def _run_one(self, tr: Translation, spec: SolverSpec, time_limit_s: float | None, reduce: bool) -> Solution:
@@ -227,6 +253,7 @@ class AllocationService:
             "id": request_id,
             "ok": True,
             "status": sol.status.value,
+            "reason": sol.reason.value,
             "solver": sol.solver,
             "objective": sol.objective,
             "objective_value": value,
@@ -252,9 +279,11 @@ class AllocationService:
     def _placed(self, tr: Translation, sol: Solution) -> tuple[dict[str, Any], list[str]]:
         """Per job: GPUs, batch, pool, nodes, value (caller units), whether it moved; and warnings.
 
-        Per pool, the service's keep-in-place packing (:func:`~elasticopt.service.placement.place`:
-        a job keeps its nodes when its GPU count is kept) is used when it gives every packed job its
-        fewest nodes; otherwise the model's own placement (``sol.placement``, verified by ``verify``).
+        Per pool, the model's one placer keeping running jobs in place
+        (:func:`~elasticopt.service.placement.place`: a job keeps its nodes when its GPU count is
+        kept; where that leaves a packed job no fewest nodes, the pool is packed from scratch); the
+        solution's own placement (``sol.placement``, verified by ``verify``) only where the placer's
+        search stops first.
         """
         problem = tr.problem
         first_pool = next(iter(tr.pools))
@@ -269,14 +298,17 @@ class AllocationService:
             g = pool.gpus_per_node
             current = {jid: [(n - pool.first, c) for n, c in cur] for jid, (ct, cur) in tr.current.items()
                        if ct == t and jid in alloc}
-            pl = place(pool.node_gpus, alloc, current)
-            if all(len(pl.nodes[j]) == -(-k // g) for j, k in alloc.items() if sol.packed.get(j)):
-                warnings.extend(pl.warnings)
-            else:
+            pl = place(pool.node_gpus, alloc, current, {j: bool(sol.packed.get(j)) for j in alloc})
+            warnings.extend(pl.warnings)
+            if pl.status == "placed" and not pl.kept:
+                warnings.append(f"pool {t!r}: keeping running jobs on their nodes would spread a packed job; "
+                                "the pool is packed from scratch")
+            if pl.status != "placed" or not all(len(pl.nodes[j]) <= -(-k // g) for j, k in alloc.items()
+                                                if sol.packed.get(j)):
                 chosen = {j: tuple(sorted((int(name.rsplit("/", 1)[1]), len(ix)) for name, ix in sol.placement[j].items()))
                           for j in alloc}
                 pl = Placement(chosen, {j: tuple(sorted(current.get(j, ()))) != chosen[j] for j in alloc})
-                warnings.append(f"pool {t!r}: keeping running jobs on their nodes would spread a packed job; "
+                warnings.append(f"pool {t!r}: the placer stopped before placing the packed jobs; "
                                 "the model's placement is used")
             errors = check_placement(pool.node_gpus, alloc, pl)
             if errors:

@@ -1,25 +1,22 @@
-"""Keep-in-place packing of one pool's allocation, verified.
+"""Keep-in-place placement of one pool's allocation, in the service's terms, verified.
 
-The model places an allocation on the nodes (docs/design.md §2 "Placement")
-but does not know where jobs run now, and every host scheduler counts a move
-as a restart.  This step packs one pool keeping running jobs where they are:
-
-1. a job whose GPU count did not change keeps its current nodes (a move is a
-   restart for every host scheduler), as long as they still fit;
-2. the others, largest first, go on one node if any has room (best fit: the
-   fullest node that fits), else on the fewest nodes: the emptiest nodes
-   whole, the remainder on the fullest node that fits it.
-
-Capacity alone guarantees success (spreading is always possible); what the
-greedy order cannot guarantee is the fewest nodes for every packed job, so the
-service uses this packing only where it gives them that, the model's placement
-otherwise; :func:`check_placement` verifies either independently.
+The placement itself is the model's one placer
+(:func:`elasticopt.models.placement.pack`): running jobs keep their nodes
+where they can (a move is a restart for every host scheduler), the others go
+best fit on the fewest nodes, packed jobs on their fewest nodes or, where
+keeping jobs in place leaves no room for that, the pool is packed from
+scratch.  This module only speaks the service's language: nodes as
+``(node index, GPUs)`` pairs (hosts do not name GPU indices), and
+:func:`check_placement` verifies the result independently.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from elasticopt.models.placement import pack
+from elasticopt.models.problem import Pool
 
 __all__ = ["Placement", "place", "check_placement"]
 
@@ -38,104 +35,102 @@ class Placement:
         Job id -> True if the job's nodes differ from its current ones.
     warnings
         Current placements that could not be kept as given, and why.
+    kept
+        False where keeping running jobs in place left no placement of the
+        packed jobs, so the pool was packed from scratch.
+    status
+        The placer's status: ``"placed"``, or ``"impossible"`` / ``"unknown"``
+        (then ``nodes`` is empty).
     """
 
     nodes: Mapping[str, Nodes]
     moved: Mapping[str, bool]
     warnings: tuple[str, ...] = ()
+    kept: bool = True
+    status: str = "placed"
 
 
-def _valid_current(cur: Sequence[tuple[int, int]], k: int, free: list[int]) -> str:
-    """Why ``cur`` cannot be kept for a job of k GPUs; "" if it can."""
-    if sum(c for _, c in cur) != k:
-        return f"its current nodes hold {sum(c for _, c in cur)} GPUs, not {k}"
+def _valid_current(cur: Sequence[tuple[int, int]], left: list[int]) -> str:
+    """Why ``cur`` cannot be held on nodes with ``left`` GPUs not yet claimed by another job; "" if it can."""
     seen: dict[int, int] = {}
     for n, c in cur:
-        if not 0 <= n < len(free):
-            return f"node {n} does not exist (the cluster has {len(free)} nodes)"
+        if not 0 <= n < len(left):
+            return f"node {n} does not exist (the cluster has {len(left)} nodes)"
+        if c < 1:
+            return f"node {n}: {c} GPUs (expected at least 1)"
         seen[n] = seen.get(n, 0) + c
     for n, c in seen.items():
-        if c > free[n]:
-            return f"node {n} has {free[n]} free GPUs, the job's current placement holds {c} there"
+        if c > left[n]:
+            return f"node {n} has {left[n]} free GPUs left, the job's current placement holds {c} there"
     return ""
-
-
-def _pack(k: int, free: list[int]) -> Nodes:
-    """Place k GPUs on the fewest nodes of ``free`` (mutated)."""
-    fits = [n for n in range(len(free)) if free[n] >= k]
-    if fits:
-        n = min(fits, key=lambda i: (free[i], i))
-        free[n] -= k
-        return ((n, k),)
-    order = sorted(range(len(free)), key=lambda i: (-free[i], i))
-    taken: dict[int, int] = {}
-    left = k
-    for pos, n in enumerate(order):
-        if free[n] == 0:
-            break
-        rest = order[pos:]
-        fit = [m for m in rest if free[m] >= left]
-        if fit:  # the remainder fits one node: the fullest that does
-            m = min(fit, key=lambda i: (free[i], i))
-            taken[m] = left
-            free[m] -= left
-            left = 0
-            break
-        taken[n] = free[n]
-        left -= free[n]
-        free[n] = 0
-    if left:
-        raise ValueError(f"{k} GPUs do not fit the free GPUs {free}")
-    return tuple(sorted(taken.items()))
 
 
 def place(
     node_gpus: Sequence[int],
     allocation: Mapping[str, int | None],
     current: Mapping[str, Sequence[tuple[int, int]]],
+    packed: Mapping[str, bool] | None = None,
+    deadline: float | None = None,
 ) -> Placement:
-    """Put every allocated job's GPUs on nodes (see the module docstring).
+    """Put every allocated job's GPUs on nodes (module docstring).
 
     Parameters
     ----------
     node_gpus
         GPUs of each node, by node index.
     allocation
-        Job id -> GPUs (None or 0 = idle); the total must fit.
+        Job id -> GPUs (None or 0 = idle); earlier jobs keep their nodes first.
     current
         Job id -> current ``[(node, gpus), ...]`` of running jobs.
+    packed
+        Job id -> whether it must sit on its fewest nodes (default: no job).
+    deadline
+        ``time.perf_counter()`` value at which the placer's exact search stops.
 
     Raises
     ------
     ValueError
         If the allocation exceeds the nodes' total.
     """
-    free = list(node_gpus)
-    nodes: dict[str, Nodes] = {}
+    if sum(k or 0 for k in allocation.values()) > sum(node_gpus):
+        raise ValueError(f"{sum(k or 0 for k in allocation.values())} GPUs do not fit the nodes' {sum(node_gpus)}")
+    g = max(node_gpus, default=1) or 1
+    pool = Pool(len(node_gpus), g, tuple(tuple(range(c)) for c in node_gpus))
+    ids = [jid for jid, k in allocation.items() if k]
+    left = list(node_gpus)
+    claimed = [0] * len(node_gpus)
+    cur_ix: list[dict[int, tuple[int, ...]] | None] = []
     warnings: list[str] = []
-    rest: list[tuple[str, int]] = []
-    for jid, k in allocation.items():
-        if not k:
-            continue
+    for jid in ids:  # hosts name GPU counts per node: the i-th running job of a node holds its next GPUs
         cur = current.get(jid)
-        if cur and sum(c for _, c in cur) == k:
-            why = _valid_current(cur, k, free)
-            if not why:
-                merged: dict[int, int] = {}
-                for n, c in cur:
-                    merged[n] = merged.get(n, 0) + c
-                    free[n] -= c
-                nodes[jid] = tuple(sorted(merged.items()))
-                continue
+        if not cur:
+            cur_ix.append(None)
+            continue
+        why = _valid_current(cur, left)
+        if why:
             warnings.append(f"job {jid!r}: current placement not kept: {why}")
-        rest.append((jid, k))
-    for jid, k in sorted(rest, key=lambda t: -t[1]):
-        nodes[jid] = _pack(k, free)
+            cur_ix.append(None)
+            continue
+        mine: dict[int, tuple[int, ...]] = {}
+        for n, c in cur:
+            mine[n] = mine.get(n, ()) + tuple(range(claimed[n], claimed[n] + c))
+            claimed[n] += c
+            left[n] -= c
+        cur_ix.append(mine)
+    flags = packed or {}
+    res = pack(pool, [(int(allocation[j]), bool(flags.get(j, False))) for j in ids], cur_ix,  # type: ignore[arg-type]
+               deadline=deadline)
+    if res.status != "placed":
+        return Placement({}, {}, tuple(warnings), res.kept, res.status)
+    nodes = {j: tuple((n, len(ix)) for n, ix in sorted(d.items())) for j, d in zip(ids, res.nodes)}
     moved = {}
     for jid, placed in nodes.items():
         cur = current.get(jid)
-        moved[jid] = cur is None or tuple(sorted((int(n), int(c)) for n, c in cur)) != placed
-    return Placement(nodes=nodes, moved=moved, warnings=tuple(warnings))
+        merged: dict[int, int] = {}
+        for n, c in cur or ():
+            merged[int(n)] = merged.get(int(n), 0) + int(c)
+        moved[jid] = cur is None or not cur or tuple(sorted(merged.items())) != placed
+    return Placement(nodes, moved, tuple(warnings), res.kept)
 
 
 def check_placement(

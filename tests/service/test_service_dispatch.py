@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from elasticopt.errors import SolverError
 from elasticopt.service import AllocationService
-from elasticopt.solvers import Solution, Status
+from elasticopt.solvers import Reason, Solution, Status
 
 from service_helpers import ROOT, check_response, instance_request
 
@@ -174,7 +174,7 @@ def test_an_unplaceable_optimum_of_the_dp_is_solved_again_with_node_variables():
     def dp_cannot_place(problem, solver, **kw):
         if solver == "dp":
             return Solution(Status.LIMIT, solver="dp", message="dp: cannot be placed; use milp",
-                            stats={"placement_s": 0.0})
+                            stats={"placement_s": 0.0}, reason=Reason.NOT_PLACEABLE)
         return solve(problem, solver, **kw)
 
     resp = check_response(AllocationService(solve=dp_cannot_place).handle(json.dumps(instance_request("tiny.json"))))
