@@ -150,6 +150,8 @@ def test_a_job_profiled_nowhere_starts_on_its_fastest_type(policy):
     nodes = node_infos({"rtx": (1, 8), "dgx": (1, 8)})
     infos = {"bert-0": job_info("bert-0", ["rtx", "dgx"], {}, {"rtx": 1, "dgx": 1}, tput={"rtx": 1.0, "dgx": 3.0})}
     assert policy.optimize(infos, nodes, {}) == {"bert-0": ("dgx", [0])}
+    alike = SiaPolicy(client=policy.client, first_by_throughput=False).build_request(infos, nodes, {})[0]
+    assert len({o["value"] for o in alike["jobs"][0]["options"]}) == 1  # Sia: one unit valued alike
 
 
 def test_the_restart_penalty_is_sias_per_model_one(policy):
@@ -168,7 +170,7 @@ def test_scale_unit_counts_and_the_replicas_asked_for(policy):
     nodes = node_infos({"dgx": (1, 8)})
     fn = GoodputSpeedup(0.05, 0.2, 1.0)
     infos = {"gpt_pmp-0": job_info("gpt_pmp-0", ["dgx"], {"dgx": fn}, {"dgx": 3}, scale_unit={"dgx": 2})}
-    alloc = policy.optimize(infos, nodes, {})
+    alloc = SiaPolicy(client=policy.client, sia_configs=False).optimize(infos, nodes, {})
     accept(alloc, infos, nodes)
     assert len(alloc["gpt_pmp-0"][1]) == 6  # 3 replicas of 2 GPUs
     assert {r for _, r in fn.points} == {1.0, 2.0, 3.0}  # the speedup is asked for replicas, not GPUs
@@ -198,6 +200,6 @@ def test_sias_config_list_on_request(policy):
     nodes = node_infos({"dgx": (2, 8)})
     fn = GoodputSpeedup(0.05, 0.2, 1.0)
     infos = {"bert-0": job_info("bert-0", ["dgx"], {"dgx": fn}, {"dgx": 6})}
-    assert len(policy.optimize(infos, nodes, {})["bert-0"][1]) == 6  # every count
-    listed = SiaPolicy(client=policy.client, sia_configs=True)
-    assert len(listed.optimize(infos, nodes, {})["bert-0"][1]) == 4  # Sia's 1, 2, 4, 8, 16: at most 6 -> 4
+    assert len(policy.optimize(infos, nodes, {})["bert-0"][1]) == 4  # Sia's 1, 2, 4, 8, 16: at most 6 -> 4
+    every = SiaPolicy(client=policy.client, sia_configs=False)
+    assert len(every.optimize(infos, nodes, {})["bert-0"][1]) == 6  # every count
