@@ -63,11 +63,12 @@ host = __import__(spec["module"])
 if spec.get("dropin"):
     dropin = __import__(spec["dropin"])
     base = getattr(dropin, spec["cls"])
-    command = spec["command"]
+    command, options = spec["command"], spec["options"]
 
     class Registered(base):
         def __init__(self, *args, **kwargs):
             kwargs.setdefault("command", command)
+            kwargs.update(options)  # the runner's --dropin-options win over the host's own arguments
             super().__init__(*args, **kwargs)
     Registered.__name__ = Registered.__qualname__ = spec["cls"]
     setattr(host, spec["cls"], Registered)  # the documented registration: the host's name now means the drop-in
@@ -83,7 +84,8 @@ class HostRun:
     """One run of a host's simulator script.
 
     ``module``/``cls``: the host's policy class the drop-in replaces (``dropin`` the drop-in module's file, None
-    to run the host's own); ``timed``: ``(module, class)`` pairs whose ``optimize`` calls are timed."""
+    to run the host's own); ``timed``: ``(module, class)`` pairs whose ``optimize`` calls are timed;
+    ``options``: keyword arguments given to the drop-in's constructor over the host's."""
 
     simulator: Path
     python: str
@@ -97,6 +99,7 @@ class HostRun:
     stdout: Path
     calls: Path
     env: dict[str, str] = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
 
 
 def run_host(run: HostRun) -> None:
@@ -106,7 +109,7 @@ def run_host(run: HostRun) -> None:
     with tempfile.TemporaryDirectory(prefix="eo-host-") as tmp:
         spec = {"simulator": str(run.simulator), "script": str(run.simulator / run.script), "args": list(run.args),
                 "module": run.module, "cls": run.cls, "command": list(run.command), "calls": str(run.calls),
-                "timed": [list(t) for t in run.timed], "dropin": None}
+                "timed": [list(t) for t in run.timed], "dropin": None, "options": dict(run.options)}
         if run.dropin is not None:
             spec["dropin"] = "elasticopt_" + run.dropin.stem
             (Path(tmp) / f"elasticopt_{run.dropin.stem}.py").write_text(run.dropin.read_text())

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import csv
 import glob
+import json
 import shlex
 import sys
 import tempfile
@@ -120,7 +121,7 @@ def published_sources(simulator: Path, published: Path | None) -> list[tuple[str
 
 
 def run_policy(simulator: Path, python: str, name: str, workload: Path, log: Path, serve: list[str],
-               extra: str) -> None:
+               extra: str, options: dict | None = None) -> None:
     """One policy on one workload in the artifact's single-workload mode; its log goes to ``log``."""
     policy = "pollux" if name == "elasticopt" else name
     argv = ["--policy", policy, *shlex.split(extra), "--output", str(log), str(workload)]
@@ -128,7 +129,18 @@ def run_policy(simulator: Path, python: str, name: str, workload: Path, log: Pat
         simulator=simulator, python=python, script="simulator.py", args=tuple(argv), module="pollux",
         cls="PolluxPolicy", dropin=DROPIN if name == "elasticopt" else None, command=tuple(serve),
         timed=(("pollux", "PolluxPolicy"),) if policy == "pollux" else (),
-        stdout=log.with_suffix(".stdout"), calls=log.with_suffix(".calls.json")))
+        stdout=log.with_suffix(".stdout"), calls=log.with_suffix(".calls.json"), options=options or {}))
+
+
+def parse_options(text: str) -> dict:
+    """``--dropin-options``: a JSON object."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ElasticoptError(f"--dropin-options {text!r}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ElasticoptError(f"--dropin-options {text!r}: expected a JSON object of keyword arguments")
+    return doc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,9 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sim-args", default="", help="extra simulator.py arguments (e.g. '--interval 60')")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"results folder (default {DEFAULT_OUT})")
     ap.add_argument("--reuse", action="store_true", help="read existing logs in --out instead of running again")
+    ap.add_argument("--dropin-options", default="{}", metavar="JSON",
+                    help=f"keyword arguments of the drop-in's constructor, over the host's, e.g. "
+                         f"'{{\"p_fairness\": -1}}' (default none)")
     a = ap.parse_args(argv)
     simulator, out = a.simulator.resolve(), a.out.resolve()
     try:
+        options = parse_options(a.dropin_options)
         names = [p.strip() for p in a.policies.split(",") if p.strip()]
         bad = [p for p in names if p not in POLICIES]
         if bad or not names:
@@ -163,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 log = out / name / f"{tag}.log"
                 if not (a.reuse and log.is_file()):
                     print(f"pollux_simulator: {name} on {tag} ...", file=sys.stderr, flush=True)
-                    run_policy(simulator, a.python, name, wl, log, serve, a.sim_args)
+                    run_policy(simulator, a.python, name, wl, log, serve, a.sim_args, options)
                 res = hr.read_log(log)
                 xs = hr.read_calls(log.with_suffix(".calls.json"))
                 calls[name].extend(xs)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import shlex
 import sys
 import tempfile
@@ -70,7 +71,7 @@ def check_inputs(simulator: Path, python: str, patterns: list[str]) -> list[Path
 
 
 def run_policy(simulator: Path, python: str, name: str, workload: Path, log: Path, serve: list[str],
-               extra: str) -> None:
+               extra: str, options: dict | None = None) -> None:
     """One policy on one workload; the artifact's log goes to ``log``, its stdout next to it."""
     policy, args, dropin = POLICIES[name]
     argv = [str(workload), f"--policy={policy}", *shlex.split(args), *shlex.split(extra), f"--output={log}"]
@@ -78,7 +79,7 @@ def run_policy(simulator: Path, python: str, name: str, workload: Path, log: Pat
         simulator=simulator, python=python, script="multi_simulator.py", args=tuple(argv), module="sia",
         cls="SiaPolicy", dropin=DROPIN if dropin else None, command=tuple(serve),
         timed=(("sia", "SiaPolicy"), ("gavel", "GavelPolicy")), stdout=log.with_suffix(".stdout"),
-        calls=log.with_suffix(".calls.json")))
+        calls=log.with_suffix(".calls.json"), options=options or {}))
 
 
 def published_row(path: Path, workload: str, tag: str) -> dict[str, float] | None:
@@ -95,6 +96,17 @@ def published_row(path: Path, workload: str, tag: str) -> dict[str, float] | Non
     return None
 
 
+def parse_options(text: str) -> dict:
+    """``--dropin-options``: a JSON object."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ElasticoptError(f"--dropin-options {text!r}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ElasticoptError(f"--dropin-options {text!r}: expected a JSON object of keyword arguments")
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--simulator", type=Path, required=True, help="your checkout's sia-simulator/ folder")
@@ -109,9 +121,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="a folder of the artifact's own outputs (<workload>.log or summary.json), shown as a row")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"results folder (default {DEFAULT_OUT})")
     ap.add_argument("--reuse", action="store_true", help="read existing logs in --out instead of running again")
+    ap.add_argument("--dropin-options", default="{}", metavar="JSON",
+                    help=f"keyword arguments of the drop-in's constructor, over the host's, e.g. "
+                         f"'{{\"p_fairness\": -1}}' (default none)")
     a = ap.parse_args(argv)
     simulator, out = a.simulator.resolve(), a.out.resolve()
     try:
+        options = parse_options(a.dropin_options)
         names = [p.strip() for p in a.policies.split(",") if p.strip()]
         bad = [p for p in names if p not in POLICIES]
         if bad or not names:
@@ -127,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 log = out / name / f"{tag}.log"
                 if not (a.reuse and log.is_file()):
                     print(f"sia_simulator: {name} on {tag} ...", file=sys.stderr, flush=True)
-                    run_policy(simulator, a.python, name, wl, log, serve, a.sim_args)
+                    run_policy(simulator, a.python, name, wl, log, serve, a.sim_args, options)
                 res = hr.read_log(log)
                 xs = hr.read_calls(log.with_suffix(".calls.json"))
                 calls[name].extend(xs)

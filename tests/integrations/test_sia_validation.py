@@ -80,3 +80,14 @@ def test_bad_inputs_are_clear_errors(tmp_path, capsys):
     assert "nothing matches" in capsys.readouterr().err
     assert ss.main(["--simulator", str(sim), "--python", sys.executable, "--policies", "pollux"]) == 2
     assert "unknown ['pollux']" in capsys.readouterr().err
+
+
+def test_dropin_options_reach_the_drop_in(tmp_path, capsys):
+    sim = sia_checkout(tmp_path)
+    base = ["--simulator", str(sim), "--python", sys.executable, "--jobs", "3", "--policies", "elasticopt",
+            "--out", str(tmp_path / "o")]
+    assert ss.main(base + ["--dropin-options", '{"p_fairness": 2}']) == 2  # over the host's -0.5: refused
+    assert "p_fairness must be <= 1, got 2" in capsys.readouterr().err
+    assert ss.main(base + ["--dropin-options", "[1]"]) == 2
+    assert "expected a JSON object" in capsys.readouterr().err
+    assert ss.main(base + ["--dropin-options", '{"sia_configs": false}']) == 0
