@@ -91,7 +91,10 @@ class PolluxPolicy(object):
     solver
         elasticopt backend (``dp`` is exact and fast).
     time_limit_s
-        Per-call solver time limit (None: none).
+        Per-call solver time limit (default 10 s; None: none).  It bounds the service's placement fallback
+        (an exact solve with node variables where the dp's optimum over GPU totals cannot be placed), which
+        without a limit ran for more than 10 min on one 4-job call in Pollux's simulator; a call that ends
+        at the limit without an allocation keeps every job where it is.
     lexicographic
         False: Pollux's objective as it is (see the module docstring); True: the most running jobs first,
         then the power mean of unscaled speedups, the restart factor only on a running job's count change.
@@ -99,7 +102,7 @@ class PolluxPolicy(object):
         Where the service is: see :class:`ElasticoptClient` (or pass one).
     """
 
-    def __init__(self, p_fairness=-1.0, restart_penalty=30.0, solver="dp", time_limit_s=None,
+    def __init__(self, p_fairness=-1.0, restart_penalty=30.0, solver="dp", time_limit_s=10.0,
                  url=None, command=None, client=None, lexicographic=False):
         if p_fairness > 1:
             raise ValueError("p_fairness must be <= 1, got %r" % (p_fairness,))
@@ -203,6 +206,8 @@ class PolluxPolicy(object):
         self.last_response = resp
         if resp["status"] not in ("optimal", "feasible", "limit"):
             raise ElasticoptError("no allocation: %s %s" % (resp["status"], resp.get("message", "")))
+        if not resp.get("allocation"):  # the time limit ran out before any allocation: nothing moves
+            return dict((key, list(prev_allocs.get(key) or [])) for key in job_infos), len(node_infos)
         allocations = {}
         for jid, key in by_id.items():
             a = resp["allocation"].get(jid)

@@ -202,8 +202,12 @@ class SiaPolicy(HostSiaPolicy):
     first_by_throughput
         A job with no profile on any type: True (default) values one scale unit by its one-GPU throughput
         per type; False values it alike on every type, as Sia does.
-    solver, time_limit_s
-        elasticopt backend and per-call limit.
+    solver
+        elasticopt backend.
+    time_limit_s
+        Per-call solver time limit (default 10 s; None: none).  It bounds the service's placement fallback
+        (an exact solve with node variables where the dp's optimum over GPU totals cannot be placed); a call
+        that ends at the limit without an allocation keeps every job where it is.
     url, command, client
         Where the service is: see :class:`ElasticoptClient` (or pass one).
     **host_options
@@ -213,7 +217,7 @@ class SiaPolicy(HostSiaPolicy):
 
     _elasticopt_dropin = True
 
-    def __init__(self, p_fairness=-0.5, restart_penalty=30.0, solver="dp", time_limit_s=None,
+    def __init__(self, p_fairness=-0.5, restart_penalty=30.0, solver="dp", time_limit_s=10.0,
                  url=None, command=None, client=None, per_model_penalty=True, project_throughputs=True,
                  share_max_replicas=False, no_alloc=None, sia_configs=True, first_by_throughput=True,
                  **host_options):
@@ -409,6 +413,8 @@ class SiaPolicy(HostSiaPolicy):
         self.last_response = resp
         if resp["status"] not in ("optimal", "feasible", "limit"):
             raise ElasticoptError("no allocation: %s %s" % (resp["status"], resp.get("message", "")))
+        if not resp.get("allocation"):  # the time limit ran out before any allocation: nothing moves
+            return dict((key, prev_allocations.get(key) or (None, ())) for key in job_infos)
         allocations = {}
         for jid, key in by_id.items():
             a = resp["allocation"].get(jid)

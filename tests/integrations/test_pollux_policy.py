@@ -168,3 +168,23 @@ def test_unequal_nodes_are_refused_with_a_clear_error(client):
     with pytest.raises(Exception, match="different GPU counts"):
         PolluxPolicy(client=client).optimize({"a": _info(0, 10.0)}, nodes, {}, nodes[0])
     assert math.isfinite(fairness_utility(2.0, -1.0))
+
+
+class _LimitClient:
+    """A service that ran out of time before any allocation (as the placement fallback can)."""
+
+    def __init__(self):
+        self.docs = []
+
+    def request(self, doc):
+        self.docs.append(doc)
+        return {"ok": True, "status": "limit", "allocation": {}, "message": "time limit"}
+
+
+def test_a_call_that_ends_at_the_limit_without_an_allocation_keeps_everyone_in_place():
+    nodes = {i: NodeInfo({GPU: 4}, preemptible=False) for i in range(2)}
+    infos = {"a": _info(0, age=100.0), "b": _info(1, age=50.0)}
+    client = _LimitClient()
+    alloc, desired = PolluxPolicy(client=client).optimize(infos, nodes, {"a": [0, 0]}, nodes[0])
+    assert alloc == {"a": [0, 0], "b": []} and desired == 2
+    assert client.docs[0]["time_limit_s"] == 10.0  # bounded by default

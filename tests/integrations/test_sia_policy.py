@@ -203,3 +203,16 @@ def test_sias_config_list_on_request(policy):
     assert len(policy.optimize(infos, nodes, {})["bert-0"][1]) == 4  # Sia's 1, 2, 4, 8, 16: at most 6 -> 4
     every = SiaPolicy(client=policy.client, sia_configs=False)
     assert len(every.optimize(infos, nodes, {})["bert-0"][1]) == 6  # every count
+
+
+def test_a_call_that_ends_at_the_limit_without_an_allocation_keeps_everyone_in_place():
+    class LimitClient:
+        def request(self, doc):
+            assert doc["time_limit_s"] == 10.0  # bounded by default
+            return {"ok": True, "status": "limit", "allocation": {}, "message": "time limit"}
+
+    nodes = node_infos({"rtx": (1, 4)})
+    fn = GoodputSpeedup(0.05, 0.2, 1.0)
+    infos = {k: job_info(k, ["rtx"], {"rtx": fn}, {"rtx": 4}) for k in ("a", "b")}
+    alloc = SiaPolicy(client=LimitClient()).optimize(infos, nodes, {"a": ("rtx", [0, 0])})
+    assert alloc == {"a": ("rtx", [0, 0]), "b": (None, ())}
