@@ -9,7 +9,7 @@ from elasticopt.scheduling import SimulationConfig, simulate
 from elasticopt.scheduling.autoscaler import Autoscaler
 from elasticopt.scheduling.records import read_jobs_csv, write_jobs_csv
 from elasticopt.scheduling.simulated import SimulatedExecutor
-from elasticopt.scheduling.toy import toy_job
+from elasticopt.testing.toy import toy_job
 from elasticopt.models import Cluster
 from elasticopt.scheduling.policies.static import StaticPolicy
 

@@ -14,7 +14,7 @@ from elasticopt.scheduling.executor import Phase
 from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis, queue_value
 from elasticopt.scheduling.optioncache import OptionCache
 from elasticopt.scheduling.state import JobState, to_model_job
-from elasticopt.scheduling.toy import toy_job
+from elasticopt.testing.toy import toy_job
 from elasticopt.scheduling.workload_generator import generate_workload
 
 

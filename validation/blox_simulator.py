@@ -49,7 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import host_runs  # noqa: E402
+import host_records  # noqa: E402
 
 from elasticopt._io import atomic_write_text  # noqa: E402
 from elasticopt.errors import ElasticoptError  # noqa: E402
@@ -201,7 +201,7 @@ def run_one(root: Path, python: str, log_file: Path, load: int, track: tuple[int
                                   f"in its working folder, found {sorted(p.name for p in work.iterdir())}")
         (out / f"{policy}.job_stats.json").write_text(stats[0].read_text())
         done = json.loads(stats[0].read_text())
-    rec = host_runs.read_record(result, f"las_scheduler.py with {policy}")
+    rec = host_records.read_record(result, f"las_scheduler.py with {policy}")
     try:
         jct = {str(j): float(v[1]) - float(v[0]) for j, v in done.items()}
         makespan = max(float(v[1]) for v in done.values()) - min(float(v[0]) for v in done.values()) if done else 0.0
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = None
     try:
         root = check_checkout(a.blox)
-        python = host_runs.resolve_python(a.python)
+        python = host_records.resolve_python(a.python)
         log_file = a.cluster_job_log.expanduser().absolute()
         if not log_file.is_file():
             raise ElasticoptError(f"--cluster-job-log {a.cluster_job_log}: no such file (Blox's simulator reads the "
@@ -257,13 +257,13 @@ def main(argv: list[str] | None = None) -> int:
             for policy in policies:
                 print(f"blox_simulator: load {load}: {policy} ...", file=sys.stderr, flush=True)
                 rec = run_one(root, python, log_file, load, (start, stop), policy, out, serve, a.timeout_s)
-                rows.append(host_runs.summarize(policy, rec, str(out / f"{policy}.calls.json")))
+                rows.append(host_records.summarize(policy, rec, str(out / f"{policy}.calls.json")))
                 if policy == OURS:
                     ours_calls.extend(rec["calls_ms"])
-            text = host_runs.table(f"load {load} jobs/hour, jobs {start}-{stop} tracked", rows, OURS)
+            text = host_records.table(f"load {load} jobs/hour, jobs {start}-{stop} tracked", rows, OURS)
             print(text, flush=True)
             texts.append(text)
-        line = host_runs.latency_line([], OURS, ours_calls)
+        line = host_records.latency_line([], OURS, ours_calls)
         print(line, end="")
         if a.out is not None:
             atomic_write_text(out_root / "table.md", "\n".join(texts) + "\n" + line)

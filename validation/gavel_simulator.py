@@ -61,7 +61,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import host_runs  # noqa: E402
+import host_records  # noqa: E402
 
 from elasticopt._io import atomic_write_text  # noqa: E402
 from elasticopt.errors import ElasticoptError  # noqa: E402
@@ -209,7 +209,7 @@ def run_one(sched: Path, python: str, driver: str, args: list[str], policy: str,
         tail = log.read_text()[-1500:]
         raise ElasticoptError(f"Gavel's {driver} exited with {proc.returncode} for policy {policy} "
                               f"(log {log}):\n{tail}")
-    return host_runs.read_record(result, f"{driver} -p {policy}")
+    return host_records.read_record(result, f"{driver} -p {policy}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = None
     try:
         sched = scheduler_dir(a.gavel)
-        python = host_runs.resolve_python(a.python)
+        python = host_records.resolve_python(a.python)
         names = [w.strip() for w in a.workloads.split(",") if w.strip()]
         policies = [OURS] + [p.strip() for p in a.policies.split(",") if p.strip() and p.strip() != OURS]
         plan = [(n, *workload_args(n, sched, a.cluster_spec, a.generated_args)) for n in names]
@@ -249,14 +249,14 @@ def main(argv: list[str] | None = None) -> int:
             for policy in policies:
                 print(f"gavel_simulator: {name}: {policy} ...", file=sys.stderr, flush=True)
                 rec = run_one(sched, python, driver, args, policy, out, serve, quiet=True)
-                rows.append(host_runs.summarize(policy, rec, str(out / f"{policy}.json")))
+                rows.append(host_records.summarize(policy, rec, str(out / f"{policy}.json")))
                 if policy == OURS:
                     ours_calls.extend(rec.get("calls_ms") or [])
-            text = host_runs.table(f"{name} ({driver} {' '.join(args)})", rows, OURS,
+            text = host_records.table(f"{name} ({driver} {' '.join(args)})", rows, OURS,
                                    extra_cols=("micro-tasks", "on share 0"))
             print(text, flush=True)
             texts.append(text)
-        line = host_runs.latency_line([], OURS, ours_calls)
+        line = host_records.latency_line([], OURS, ours_calls)
         print(line, end="")
         if a.out is not None:
             atomic_write_text(out_root / "table.md", "\n".join(texts) + "\n" + line)

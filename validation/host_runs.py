@@ -1,15 +1,18 @@
-"""Shared parts of the host-simulator runners (``gavel_simulator.py``, ``blox_simulator.py``).
+"""What the host-simulator runners share: running a host's script under its own interpreter, reading its logs and
+summaries, timing its policy calls, and the side-by-side tables.
 
-Each runner writes a small runner script into a temporary folder, runs the
-host's own simulator with the host's interpreter, and reads back one JSON
-record per (workload, policy) that the runner script wrote from the host's
-own state at the end of the run:
+The runners (``validation/pollux_simulator.py``, ``validation/sia_simulator.py``) contain none of the hosts'
+code: they write a small launcher into a temporary folder, put the user's checkout and that folder on the host
+interpreter's ``PYTHONPATH``, register the policy (the documented one-line replacement of the host's class,
+or nothing for the host's own policies), wrap the policy's ``optimize`` to time every call, and run the host's
+own simulator script as ``__main__``.
 
-``{"jct_s": {job: seconds or null}, "makespan_s": s, "restarts": {job: n},
-"calls_ms": [ms, ...], "extra": {...}}``
+Results, as the Pollux and Sia artifacts write them:
 
-(``null``: a measured job that did not finish.)  This module turns records
-into the side-by-side table; it knows nothing about any host.
+- ``--output FILE`` of one workload: JSON lines, one record per scheduling round, the last one listing every
+  submitted job with ``name``, ``num_restarts``, ``submission_time``, ``completion_time``;
+- ``--output DIR`` of a folder of workloads: ``DIR/<workload>.log`` as above and ``DIR/summary.json`` with
+  ``{"jcts": {workload: {job: seconds}}, "avgs": {workload: seconds}, "mean": seconds}``.
 """
 
 from __future__ import annotations
@@ -17,16 +20,200 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
+import shlex
 import subprocess
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from elasticopt.errors import ElasticoptError
 
+LAUNCHER = '''\
+import atexit, json, os, runpy, sys, time
+spec = json.loads(os.environ["EO_HOST_RUN"])
+sys.path.insert(0, spec["simulator"])
+os.chdir(spec["simulator"])
+calls = []
 
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile, linear interpolation between closest ranks (numpy's default); nan if empty."""
+
+def _timed(mod_name, cls_name):
+    try:
+        cls = getattr(__import__(mod_name), cls_name)
+        inner = cls.optimize
+    except (ImportError, AttributeError):  # the host has no such policy: nothing to time
+        return
+
+    def optimize(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return inner(self, *args, **kwargs)
+        finally:
+            calls.append(1000.0 * (time.perf_counter() - t0))
+    cls.optimize = optimize
+
+
+@atexit.register
+def _save():
+    with open(spec["calls"] + ".tmp", "w") as fh:
+        json.dump(calls, fh)
+    os.replace(spec["calls"] + ".tmp", spec["calls"])
+
+
+host = __import__(spec["module"])
+if spec.get("dropin"):
+    dropin = __import__(spec["dropin"])
+    base = getattr(dropin, spec["cls"])
+    command, options = spec["command"], spec["options"]
+
+    class Registered(base):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("command", command)
+            kwargs.update(options)  # the runner's --dropin-options win over the host's own arguments
+            super().__init__(*args, **kwargs)
+    Registered.__name__ = Registered.__qualname__ = spec["cls"]
+    setattr(host, spec["cls"], Registered)  # the documented registration: the host's name now means the drop-in
+for mod_name, cls_name in spec["timed"]:
+    _timed(mod_name, cls_name)
+sys.argv = [spec["script"]] + spec["args"]
+runpy.run_path(spec["script"], run_name="__main__")
+'''
+
+
+@dataclass(frozen=True)
+class HostRun:
+    """One run of a host's simulator script.
+
+    ``module``/``cls``: the host's policy class the drop-in replaces (``dropin`` the drop-in module's file, None
+    to run the host's own); ``timed``: ``(module, class)`` pairs whose ``optimize`` calls are timed;
+    ``options``: keyword arguments given to the drop-in's constructor over the host's."""
+
+    simulator: Path
+    python: str
+    script: str
+    args: tuple[str, ...]
+    module: str
+    cls: str
+    dropin: Path | None
+    command: tuple[str, ...]
+    timed: tuple[tuple[str, str], ...]
+    stdout: Path
+    calls: Path
+    env: dict[str, str] = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+
+
+def run_host(run: HostRun) -> None:
+    """Run it; its stdout and stderr go to ``run.stdout``; raises with the log's tail if it fails."""
+    run.stdout.parent.mkdir(parents=True, exist_ok=True)
+    run.calls.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="eo-host-") as tmp:
+        spec = {"simulator": str(run.simulator), "script": str(run.simulator / run.script), "args": list(run.args),
+                "module": run.module, "cls": run.cls, "command": list(run.command), "calls": str(run.calls),
+                "timed": [list(t) for t in run.timed], "dropin": None, "options": dict(run.options)}
+        if run.dropin is not None:
+            spec["dropin"] = "elasticopt_" + run.dropin.stem
+            (Path(tmp) / f"elasticopt_{run.dropin.stem}.py").write_text(run.dropin.read_text())
+        (Path(tmp) / "eo_launcher.py").write_text(LAUNCHER)
+        env = dict(os.environ, EO_HOST_RUN=json.dumps(spec), PYTHONPATH=os.pathsep.join([str(run.simulator), tmp]),
+                   PYTHONUNBUFFERED="1", **run.env)
+        with open(run.stdout, "w") as out:
+            proc = subprocess.run([run.python, str(Path(tmp) / "eo_launcher.py")], cwd=run.simulator, env=env,
+                                  stdout=out, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = run.stdout.read_text(errors="replace")[-2000:]
+        raise ElasticoptError(f"{run.script} {shlex.join(run.args)} exited with {proc.returncode} "
+                              f"(its output: {run.stdout}); last lines:\n{tail}")
+
+
+def check_python(python: str) -> str:
+    """The interpreter's version 'X.Y'; a clear error if it cannot run."""
+    try:
+        out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=60)
+    except OSError as exc:
+        raise ElasticoptError(f"--python {python}: cannot run it ({exc.strerror})") from None
+    if out.returncode != 0:
+        raise ElasticoptError(f"--python {python}: exited with {out.returncode}: {out.stderr.strip()[-300:]}")
+    return out.stdout.strip()
+
+
+@dataclass(frozen=True)
+class Results:
+    """One workload's results: JCT per finished job (s), restarts per job (None: not recorded), jobs submitted,
+    makespan (s, None: not recorded), per-call policy times (ms)."""
+
+    jct_s: dict[str, float]
+    restarts: dict[str, float] | None
+    submitted: int
+    makespan_s: float | None
+    calls_ms: tuple[float, ...] = ()
+
+
+def read_log(path: Path) -> Results:
+    """The artifact's JSON-lines log of one workload (its last record)."""
+    last = None
+    try:
+        with open(path) as fh:
+            for i, line in enumerate(fh):
+                if line.strip():
+                    last = (i, line)
+    except OSError as exc:
+        raise ElasticoptError(f"{path}: cannot read it ({exc.strerror})") from None
+    if last is None:
+        raise ElasticoptError(f"{path}: empty log (expected one JSON record per scheduling round)")
+    try:
+        rec = json.loads(last[1])
+        jobs = rec["submitted_jobs"]
+    except (ValueError, KeyError, TypeError):
+        raise ElasticoptError(f"{path}: line {last[0] + 1}: expected a JSON record with 'submitted_jobs'") from None
+    jct, restarts, ends = {}, {}, []
+    for j in jobs:
+        name = str(j["name"])
+        restarts[name] = float(j.get("num_restarts") or 0)
+        if j.get("completion_time") is not None:
+            jct[name] = float(j["completion_time"]) - float(j["submission_time"])
+            ends.append(float(j["completion_time"]))
+    starts = [float(j["submission_time"]) for j in jobs]
+    makespan = (max(ends) - min(starts)) if ends and starts else None
+    return Results(jct, restarts, len(jobs), makespan)
+
+
+def read_summary(path: Path, workload: str | None = None) -> Results:
+    """A ``summary.json``: flat ``{"jcts": {job: s}}`` or the artifacts' nested ``{"jcts": {workload: {job: s}}}``
+    (then ``workload`` picks one); restarts where it records ``num_restarts``/``restarts``."""
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise ElasticoptError(f"{path}: cannot read it ({exc.strerror})") from None
+    except ValueError as exc:
+        raise ElasticoptError(f"{path}: not JSON ({exc})") from None
+    jcts = doc.get("jcts") if isinstance(doc, dict) else None
+    if not isinstance(jcts, dict):
+        raise ElasticoptError(f"{path}: expected an object with 'jcts': {{job: seconds}} or {{workload: {{job: s}}}}")
+    restarts = doc.get("num_restarts", doc.get("restarts"))
+    if jcts and all(isinstance(v, dict) for v in jcts.values()):
+        if workload is None or workload not in jcts:
+            raise ElasticoptError(f"{path}: jcts holds workloads {sorted(jcts)}; no {workload!r} among them")
+        jcts = jcts[workload]
+        restarts = restarts.get(workload) if isinstance(restarts, dict) else None
+    try:
+        jct = {str(k): float(v) for k, v in jcts.items()}
+        rs = {str(k): float(v) for k, v in restarts.items()} if isinstance(restarts, dict) else None
+    except (TypeError, ValueError):
+        raise ElasticoptError(f"{path}: jcts/restarts of {workload or 'the file'}: expected numbers per job") from None
+    return Results(jct, rs, len(jct), None)
+
+
+def read_calls(path: Path) -> tuple[float, ...]:
+    """Per-call policy times (ms) the launcher saved; () if none were."""
+    try:
+        return tuple(float(x) for x in json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return ()
+
+
+def percentile(values, q: float) -> float:
+    """The q-th percentile, linear interpolation between closest ranks (numpy's default); nan when empty."""
     xs = sorted(values)
     if not xs:
         return math.nan
@@ -35,109 +222,57 @@ def percentile(values: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-@dataclass(frozen=True)
-class RunSummary:
-    """One policy on one workload, from the host's own records."""
-
-    policy: str
-    measured_jobs: int
-    finished_jobs: int
-    mean_jct_s: float
-    median_jct_s: float
-    p99_jct_s: float
-    makespan_s: float
-    restarts_per_job: float
-    calls: int
-    call_median_ms: float
-    call_p99_ms: float
-    call_max_ms: float
-    extra: dict
+def summarize(res: Results) -> dict[str, float]:
+    """The figures of one table row (nan where not recorded)."""
+    jcts = list(res.jct_s.values())
+    rs = list(res.restarts.values()) if res.restarts is not None else []
+    calls = list(res.calls_ms)
+    return {
+        "finished": len(jcts), "submitted": res.submitted,
+        "mean_jct_s": sum(jcts) / len(jcts) if jcts else math.nan,
+        "median_jct_s": percentile(jcts, 50), "p99_jct_s": percentile(jcts, 99),
+        "makespan_s": res.makespan_s if res.makespan_s is not None else math.nan,
+        "restarts": sum(rs) / len(rs) if rs else math.nan,
+        "calls": len(calls), "call_median_ms": percentile(calls, 50), "call_p99_ms": percentile(calls, 99),
+        "call_max_ms": max(calls) if calls else math.nan,
+    }
 
 
-def summarize(policy: str, record: dict, where: str) -> RunSummary:
-    """A :class:`RunSummary` of one record (``where`` names its file in errors)."""
-    try:
-        jct = record["jct_s"]
-        done = [float(v) for v in jct.values() if v is not None]
-        restarts = [float(v) for v in (record.get("restarts") or {}).values()]
-        calls = [float(v) for v in record.get("calls_ms") or []]
-        makespan = float(record["makespan_s"])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ElasticoptError(f"{where}: expected a record with jct_s {{job: s}}, makespan_s, restarts, calls_ms "
-                              f"(written by the runner script); {type(exc).__name__}: {exc}") from None
-    return RunSummary(
-        policy=policy, measured_jobs=len(jct), finished_jobs=len(done),
-        mean_jct_s=sum(done) / len(done) if done else math.nan,
-        median_jct_s=percentile(done, 50), p99_jct_s=percentile(done, 99), makespan_s=makespan,
-        restarts_per_job=sum(restarts) / len(restarts) if restarts else math.nan,
-        calls=len(calls), call_median_ms=percentile(calls, 50), call_p99_ms=percentile(calls, 99),
-        call_max_ms=max(calls) if calls else math.nan, extra=dict(record.get("extra") or {}))
+def _cell(x: float, fmt: str) -> str:
+    return "n/a" if x != x else format(x, fmt)
 
 
-def _f(x: float, digits: int = 0) -> str:
-    return "—" if x != x else f"{x:,.{digits}f}"
+def table(workload: str, rows: list[tuple[str, dict[str, float]]], reference: str | None = None) -> str:
+    """One markdown table of a workload: a row per policy; ``reference``'s mean JCT is the ratio's base."""
+    base = dict(rows).get(reference, {}).get("mean_jct_s", math.nan) if reference else math.nan
+    out = [f"### {workload}", "",
+           "| policy | finished | mean JCT s | median JCT s | p99 JCT s | makespan s | restarts/job | calls "
+           "| call median ms | call p99 ms | call max ms | mean JCT / " + (reference or "-") + " |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, s in rows:
+        ratio = s["mean_jct_s"] / base if base == base and base else math.nan
+        out.append(f"| {name} | {s['finished']}/{s['submitted']} | {_cell(s['mean_jct_s'], '.0f')} | "
+                   f"{_cell(s['median_jct_s'], '.0f')} | {_cell(s['p99_jct_s'], '.0f')} | "
+                   f"{_cell(s['makespan_s'], '.0f')} | {_cell(s['restarts'], '.2f')} | {s['calls'] or 'n/a'} | "
+                   f"{_cell(s['call_median_ms'], '.1f')} | {_cell(s['call_p99_ms'], '.1f')} | "
+                   f"{_cell(s['call_max_ms'], '.1f')} | {_cell(ratio, '.3f')} |")
+    return "\n".join(out) + "\n"
 
 
-def table(workload: str, rows: list[RunSummary], ours: str, extra_cols: tuple[str, ...] = (),
-          published: dict[str, float] | None = None) -> str:
-    """Markdown table of one workload: a row per policy, and ours / best host policy on mean JCT.
-
-    ``published``: the host's published mean JCT (s) per policy, where it exists.
-    """
-    head = ["policy", "finished", "mean JCT s", "median JCT s", "p99 JCT s", "makespan s", "restarts/job",
-            *extra_cols, "calls", "call median ms", "call p99 ms", "call max ms", "published mean JCT s"]
-    lines = [f"**{workload}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        pub = (published or {}).get(r.policy, math.nan)
-        cells = [r.policy, f"{r.finished_jobs}/{r.measured_jobs}", _f(r.mean_jct_s), _f(r.median_jct_s),
-                 _f(r.p99_jct_s), _f(r.makespan_s), _f(r.restarts_per_job, 2),
-                 *[str(r.extra.get(c, "—")) for c in extra_cols],
-                 str(r.calls), _f(r.call_median_ms, 1), _f(r.call_p99_ms, 1), _f(r.call_max_ms, 1), _f(pub)]
-        lines.append("| " + " | ".join(cells) + " |")
-    mine = [r for r in rows if r.policy == ours]
-    hosts = [r for r in rows if r.policy != ours and r.finished_jobs == r.measured_jobs and r.measured_jobs]
-    if mine and hosts:
-        best = min(hosts, key=lambda r: r.mean_jct_s)
-        lines.append("")
-        lines.append(f"{ours} / best host policy ({best.policy}) on mean JCT: "
-                     f"{mine[0].mean_jct_s / best.mean_jct_s:.3f}; on makespan: "
-                     f"{mine[0].makespan_s / best.makespan_s:.3f}")
-    return "\n".join(lines) + "\n"
+def all_calls_line(calls: dict[str, list[float]]) -> str:
+    """Per policy: median / p99 / max ms over every call of every workload."""
+    parts = [f"{name}: {len(xs)} calls, median {percentile(xs, 50):.1f} ms, p99 {percentile(xs, 99):.1f} ms, "
+             f"max {max(xs):.1f} ms" for name, xs in calls.items() if xs]
+    return ("Policy calls over all workloads: " + "; ".join(parts) + "\n") if parts else ""
 
 
-def latency_line(rows: list[RunSummary], ours: str, calls_ms: list[float]) -> str:
-    """Per-call latency of the drop-in over every call of every workload."""
-    n = len(calls_ms)
-    return (f"{ours}: {n} calls over every workload: median {_f(percentile(calls_ms, 50), 1)} ms, "
-            f"p99 {_f(percentile(calls_ms, 99), 1)} ms, max {_f(max(calls_ms) if calls_ms else math.nan, 1)} ms\n")
-
-
-def resolve_python(python: str) -> str:
-    """An absolute path of ``--python`` (a path, relative or not, or a name on PATH); a clear error if it
-    cannot run."""
-    if os.sep in python or Path(python).exists():
-        found = str(Path(python).expanduser().absolute()) if Path(python).expanduser().exists() else None
-    else:
-        found = shutil.which(python)
-    if not found:
-        raise ElasticoptError(f"--python {python}: no such interpreter (give the path of the host's "
-                              "environment's python, e.g. ~/envs/gavel/bin/python)")
-    try:
-        out = subprocess.run([found, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=60)
-    except OSError as exc:
-        raise ElasticoptError(f"--python {python}: cannot run it ({exc.strerror})") from None
-    if out.returncode != 0:
-        raise ElasticoptError(f"--python {python}: exited with {out.returncode}: {out.stderr.strip()[-300:]}")
-    return found
-
-
-def read_record(path: Path, what: str) -> dict:
-    """The JSON record a runner script wrote; an error naming the run if it is missing or not JSON."""
-    if not path.is_file():
-        raise ElasticoptError(f"{what}: the simulator ended without writing its results ({path}); "
-                              "see its output above")
-    try:
-        return json.loads(path.read_text())
-    except ValueError as exc:
-        raise ElasticoptError(f"{path}: not JSON ({exc})") from None
+def head_workload(src: Path, dst: Path, jobs: int) -> Path:
+    """The first ``jobs`` jobs of a workload CSV (0: all of it, the file itself), written to ``dst``."""
+    if jobs <= 0:
+        return src
+    lines = src.read_text().splitlines(keepends=True)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".tmp")
+    tmp.write_text("".join(lines[:jobs + 1]))
+    os.replace(tmp, dst)
+    return dst

@@ -1,31 +1,31 @@
-"""Run Pollux's own simulator with elasticopt's PolluxPolicy; compare with the artifact's results.
+"""Run Pollux's own simulator with elasticopt's PolluxPolicy; one table per workload next to the published results.
 
-Pollux (OSDI'21) ships a cluster simulator (petuum/adaptdl, branch
-``osdi21-artifact``, folder ``simulator/``) that needs its own old
-environment (Python 3.8, numpy 1.19).  This script does not contain or
-download any of it: point it at your checkout and at that environment's
-interpreter, and it runs every workload with the simulator's ``PolluxPolicy``
-replaced by elasticopt's drop-in (``elasticopt/integrations/pollux.py``, which
-talks to ``elasticopt serve --stdio`` started from this environment)::
+Pollux (OSDI'21) ships a cluster simulator (petuum/adaptdl, branch ``osdi21-artifact``, folder ``simulator/``;
+tried at commit c793c70) that needs its own old environment (Python 3.8, numpy 1.19, pandas 1.1, scipy 1.5,
+pymoo 0.4.2).  This script contains and downloads none of it: point it at your checkout and at that
+environment's interpreter (absolute or relative paths)::
 
-    python validation/pollux_simulator.py --simulator ~/adaptdl/simulator \\
-        --python ~/envs/pollux/bin/python [--workloads 'workload-*.csv'] \\
-        [--published ~/adaptdl/simulator/results/pollux] [--out validation/results/pollux_sim]
+    python validation/pollux_simulator.py --simulator ~/adaptdl/simulator --python ~/envs/pollux/bin/python
 
-How it runs the host: a small runner (written to a temporary folder, run by
-``--python`` with the checkout and that folder on ``PYTHONPATH``) imports the
-host's ``pollux`` module, sets its ``PolluxPolicy`` to the drop-in's, and
-runs the host's ``simulator.py`` as ``__main__`` with ``--sim-args`` (default
-``--policy pollux --output {output} {workload}``; ``{workload}`` and
-``{output}`` are filled in per workload): nothing in the checkout is modified.
+It runs the artifact's 8 workloads (``simulator/workloads/*.csv``) with the drop-in and prints, per workload,
+mean / median / p99 JCT, makespan, finished jobs, restarts per job and per-call policy times (median / p99 /
+max ms), next to the artifact's published results (``results-jobload/{pollux,optimus,tiresias}-1.0/
+summary.json``, found in the checkout; ``--published`` names another folder).  ``--policies
+elasticopt,pollux`` reruns Pollux's own policy too (the artifact's README: up to 30 min a workload);
+``--workloads 'workload-6.csv'`` picks workloads; ``--jobs N`` cuts each workload to its first N jobs
+(then the published rows are of the whole workload: not comparable).
 
-Results: the simulator's output folder (``{output}``) must hold a
-``summary.json`` with ``"jcts": {job: seconds}`` (and, if the simulator
-records them, ``"num_restarts"`` or ``"restarts"``: {job: count}); the
-published results are read the same way from ``--published/<workload>/``, or
-from a CSV with columns ``job``/``name``, ``jct`` (or ``completion_time`` and
-``submission_time``) and optionally ``num_restarts``.  The table prints mean
-and p99 JCT (hours) and restarts per job, ours next to the published figures.
+How it runs the host: a launcher in a temporary folder imports the host's ``pollux`` module, replaces its
+``PolluxPolicy`` by the drop-in (``elasticopt/integrations/pollux.py``, talking to ``elasticopt serve --stdio``
+started from this environment) -- the documented registration --, times every ``optimize`` call and runs
+``simulator.py --policy pollux --output <log> <workload>`` as ``__main__``, one workload at a time (the
+artifact's single-workload mode: ``--output`` is a JSON-lines log file, read for JCTs, restarts and makespan).
+Nothing in the checkout changes; results go to ``--out`` (default under the system's temporary folder).
+
+Published results are read from the artifact's directory mode outputs: ``summary.json`` with
+``{"jcts": {workload: {job: s}}}`` (no restarts recorded: shown n/a) and, where present, ``<workload>.log``;
+a flat ``{"jcts": {job: s}}`` or a CSV (``name``/``job``, ``jct`` or ``completion_time`` and
+``submission_time``, optional ``num_restarts``) per workload works too.
 """
 
 from __future__ import annotations
@@ -34,179 +34,171 @@ import argparse
 import csv
 import glob
 import json
-import math
-import os
 import shlex
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from elasticopt._io import atomic_write_text
-from elasticopt.errors import ElasticoptError
-from elasticopt.integrations import pollux as _dropin
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-DROPIN = Path(_dropin.__file__)  # the drop-in file, copied into a temporary folder for the host
-DEFAULT_SIM_ARGS = "--policy pollux --output {output} {workload}"
+import host_runs as hr  # noqa: E402  (validation/host_runs.py)
 
-RUNNER = '''\
-import os, runpy, sys
-import pollux as host_pollux
-import elasticopt_pollux
-command = os.environ["ELASTICOPT_COMMAND"].split("\\x1f")
+from elasticopt._io import atomic_write_text  # noqa: E402
+from elasticopt.errors import ElasticoptError  # noqa: E402
+from elasticopt.integrations import pollux as _dropin  # noqa: E402
 
-
-class PolluxPolicy(elasticopt_pollux.PolluxPolicy):
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("command", command)
-        super().__init__(*args, **kwargs)
-
-
-host_pollux.PolluxPolicy = PolluxPolicy
-sys.argv = [os.environ["POLLUX_SIMULATOR"]] + sys.argv[1:]
-runpy.run_path(os.environ["POLLUX_SIMULATOR"], run_name="__main__")
-'''
-
-
-def _fail(msg: str) -> ElasticoptError:
-    return ElasticoptError(msg)
+DROPIN = Path(_dropin.__file__)
+POLICIES = ("elasticopt", "pollux", "optimus", "tiresias")
+PUBLISHED = ("pollux", "optimus", "tiresias")
+DEFAULT_OUT = Path(tempfile.gettempdir()) / "elasticopt-validation" / "pollux"
 
 
 def check_inputs(simulator: Path, python: str, pattern: str) -> list[Path]:
     """The workload files; a clear error for a checkout or interpreter that is not usable."""
     if not (simulator / "simulator.py").is_file():
-        raise _fail(f"--simulator {simulator}: expected Pollux's simulator folder (with simulator.py), "
-                    "e.g. adaptdl/simulator on branch osdi21-artifact")
+        raise ElasticoptError(f"--simulator {simulator}: expected Pollux's simulator folder (with simulator.py), "
+                              "e.g. adaptdl/simulator on branch osdi21-artifact")
     if not (simulator / "pollux.py").is_file():
-        raise _fail(f"--simulator {simulator}: no pollux.py there (the module whose PolluxPolicy is replaced)")
-    try:
-        out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=60)
-    except OSError as exc:
-        raise _fail(f"--python {python}: cannot run it ({exc.strerror})") from None
-    if out.returncode != 0:
-        raise _fail(f"--python {python}: exited with {out.returncode}: {out.stderr.strip()[-300:]}")
+        raise ElasticoptError(f"--simulator {simulator}: no pollux.py there (the module whose PolluxPolicy is "
+                              "replaced)")
+    hr.check_python(python)
     workloads = sorted(Path(p) for p in glob.glob(str(simulator / "workloads" / pattern)))
     if not workloads:
-        raise _fail(f"no workload matches {simulator / 'workloads' / pattern}")
+        raise ElasticoptError(f"--workloads {pattern!r}: no workload matches {simulator / 'workloads' / pattern}")
     return workloads
 
 
-def load_results(path: Path) -> dict[str, dict[str, float]]:
-    """``{"jct": {job: s}, "restarts": {job: n}}`` from a summary.json, a folder holding one, or a CSV."""
-    if path.is_dir():
-        path = path / "summary.json"
-    if not path.is_file():
-        raise _fail(f"{path}: no results file")
-    if path.suffix == ".csv":
-        jct, restarts = {}, {}
-        with open(path, newline="") as fh:
-            for i, row in enumerate(csv.DictReader(fh)):
-                job = row.get("job") or row.get("name") or f"row {i + 2}"
+def load_csv(path: Path) -> hr.Results:
+    """A per-workload CSV of results."""
+    jct, restarts = {}, {}
+    with open(path, newline="") as fh:
+        for i, row in enumerate(csv.DictReader(fh)):
+            job = row.get("job") or row.get("name") or f"row {i + 2}"
+            try:
                 if row.get("jct"):
                     jct[job] = float(row["jct"])
                 elif row.get("completion_time") and row.get("submission_time"):
                     jct[job] = float(row["completion_time"]) - float(row["submission_time"])
                 else:
-                    raise _fail(f"{path}: row {i + 2}: expected a 'jct' or 'completion_time'+'submission_time'")
+                    raise ValueError
                 if row.get("num_restarts"):
                     restarts[job] = float(row["num_restarts"])
-        return {"jct": jct, "restarts": restarts}
+            except ValueError:
+                raise ElasticoptError(f"{path}: row {i + 2}: expected a number in 'jct' or in 'completion_time' "
+                                      "and 'submission_time'") from None
+    return hr.Results(jct, restarts or None, len(jct), None)
+
+
+def load_results(path: Path, workload: str) -> hr.Results | None:
+    """One workload's results in a results folder or file (see the module docstring), None if it has none."""
+    if path.is_file():
+        if path.suffix == ".csv":
+            return load_csv(path)
+        if path.suffix == ".log":
+            return hr.read_log(path)
+        return hr.read_summary(path, workload)
+    for cand in (path / f"{workload}.log", path / workload / "summary.json", path / f"{workload}.csv",
+                 path / f"{workload}.json"):
+        if cand.is_file():
+            return load_results(cand, workload)
+    if (path / "summary.json").is_file():
+        try:
+            return hr.read_summary(path / "summary.json", workload)
+        except ElasticoptError:
+            return None
+    return None
+
+
+def published_sources(simulator: Path, published: Path | None) -> list[tuple[str, Path]]:
+    """``[(row name, folder)]``: the artifact's ``results-jobload/{policy}-1.0`` folders, or ``--published``."""
+    if published is not None:
+        if not published.exists():
+            raise ElasticoptError(f"--published {published}: no such file or folder")
+        sub = [(f"published {p}", published / f"{p}-1.0") for p in PUBLISHED if (published / f"{p}-1.0").is_dir()]
+        return sub or [("published", published)]
+    base = simulator / "results-jobload"
+    return [(f"published {p}", base / f"{p}-1.0") for p in PUBLISHED if (base / f"{p}-1.0").is_dir()]
+
+
+def run_policy(simulator: Path, python: str, name: str, workload: Path, log: Path, serve: list[str],
+               extra: str, options: dict | None = None) -> None:
+    """One policy on one workload in the artifact's single-workload mode; its log goes to ``log``."""
+    policy = "pollux" if name == "elasticopt" else name
+    argv = ["--policy", policy, *shlex.split(extra), "--output", str(log), str(workload)]
+    hr.run_host(hr.HostRun(
+        simulator=simulator, python=python, script="simulator.py", args=tuple(argv), module="pollux",
+        cls="PolluxPolicy", dropin=DROPIN if name == "elasticopt" else None, command=tuple(serve),
+        timed=(("pollux", "PolluxPolicy"),) if policy == "pollux" else (),
+        stdout=log.with_suffix(".stdout"), calls=log.with_suffix(".calls.json"), options=options or {}))
+
+
+def parse_options(text: str) -> dict:
+    """``--dropin-options``: a JSON object."""
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(text)
     except ValueError as exc:
-        raise _fail(f"{path}: not JSON ({exc})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("jcts"), dict):
-        raise _fail(f"{path}: expected an object with 'jcts': {{job: seconds}}")
-    restarts = doc.get("num_restarts", doc.get("restarts", {}))
-    return {"jct": {str(k): float(v) for k, v in doc["jcts"].items()},
-            "restarts": {str(k): float(v) for k, v in (restarts or {}).items()}}
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile, linear interpolation between closest ranks (numpy's default)."""
-    xs = sorted(values)
-    if not xs:
-        return math.nan
-    pos = (len(xs) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def summarize(res: dict[str, dict[str, float]]) -> dict[str, float]:
-    """Jobs, mean and p99 JCT in hours, mean restarts per job (nan if not recorded)."""
-    jcts = list(res["jct"].values())
-    rs = list(res["restarts"].values())
-    return {
-        "jobs": len(jcts),
-        "mean_jct_h": (sum(jcts) / len(jcts) / 3600) if jcts else math.nan,
-        "p99_jct_h": percentile(jcts, 99) / 3600,
-        "restarts": (sum(rs) / len(rs)) if rs else math.nan,
-    }
-
-
-def table(rows: list[tuple[str, dict[str, float], dict[str, float] | None]]) -> str:
-    """Markdown table: ours next to the published figures, and the ratio of mean JCTs."""
-    head = ("| workload | jobs | mean JCT h | p99 JCT h | restarts/job | published mean h | published p99 h "
-            "| published restarts | mean ratio |\n|---|---|---|---|---|---|---|---|---|")
-    lines = [head]
-    for name, ours, pub in rows:
-        p = pub or {"mean_jct_h": math.nan, "p99_jct_h": math.nan, "restarts": math.nan}
-        ratio = ours["mean_jct_h"] / p["mean_jct_h"] if p["mean_jct_h"] == p["mean_jct_h"] and p["mean_jct_h"] else math.nan
-        lines.append(f"| {name} | {ours['jobs']:.0f} | {ours['mean_jct_h']:.3f} | {ours['p99_jct_h']:.3f} | "
-                     f"{ours['restarts']:.2f} | {p['mean_jct_h']:.3f} | {p['p99_jct_h']:.3f} | {p['restarts']:.2f} | "
-                     f"{ratio:.3f} |")
-    return "\n".join(lines) + "\n"
-
-
-def run_workload(simulator: Path, python: str, workload: Path, out: Path, sim_args: str, serve: list[str]) -> Path:
-    """Run the host's simulator on one workload with the drop-in policy; returns its output folder."""
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="eo-pollux-") as tmp:
-        (Path(tmp) / "elasticopt_pollux.py").write_text(DROPIN.read_text())
-        (Path(tmp) / "eo_runner.py").write_text(RUNNER)
-        env = dict(os.environ, POLLUX_SIMULATOR=str(simulator / "simulator.py"),
-                   ELASTICOPT_COMMAND="\x1f".join(serve),
-                   PYTHONPATH=os.pathsep.join([str(simulator), tmp]))
-        args = shlex.split(sim_args.format(workload=str(workload), output=str(out)))
-        proc = subprocess.run([python, str(Path(tmp) / "eo_runner.py"), *args], cwd=simulator, env=env)
-    if proc.returncode != 0:
-        raise _fail(f"the simulator exited with {proc.returncode} on {workload.name}")
-    return out
+        raise ElasticoptError(f"--dropin-options {text!r}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ElasticoptError(f"--dropin-options {text!r}: expected a JSON object of keyword arguments")
+    return doc
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--simulator", type=Path, required=True, help="your checkout's simulator/ folder")
     ap.add_argument("--python", required=True, help="the interpreter of the simulator's environment")
-    ap.add_argument("--workloads", default="*.csv", help="glob inside simulator/workloads (default *.csv)")
+    ap.add_argument("--workloads", default="*.csv", help="glob inside simulator/workloads (default *.csv: all 8)")
+    ap.add_argument("--jobs", type=int, default=0, help="the first N jobs of each workload (default 0: all)")
+    ap.add_argument("--policies", default="elasticopt",
+                    help=f"comma-separated, of {', '.join(POLICIES)} (default elasticopt; the others are rerun)")
     ap.add_argument("--published", type=Path, default=None,
-                    help="folder with the artifact's results: <workload>/summary.json or <workload>.csv")
-    ap.add_argument("--sim-args", default=DEFAULT_SIM_ARGS, help=f"simulator arguments (default {DEFAULT_SIM_ARGS!r})")
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "pollux_sim")
-    ap.add_argument("--reuse", action="store_true", help="read existing outputs instead of running the simulator")
+                    help="published results (default: the checkout's results-jobload/{pollux,optimus,tiresias}-1.0)")
+    ap.add_argument("--sim-args", default="", help="extra simulator.py arguments (e.g. '--interval 60')")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"results folder (default {DEFAULT_OUT})")
+    ap.add_argument("--reuse", action="store_true", help="read existing logs in --out instead of running again")
+    ap.add_argument("--dropin-options", default="{}", metavar="JSON",
+                    help=f"keyword arguments of the drop-in's constructor, over the host's, e.g. "
+                         f"'{{\"p_fairness\": -1}}' (default none)")
     a = ap.parse_args(argv)
+    simulator, out = a.simulator.resolve(), a.out.resolve()
     try:
-        workloads = check_inputs(a.simulator, a.python, a.workloads)
+        options = parse_options(a.dropin_options)
+        names = [p.strip() for p in a.policies.split(",") if p.strip()]
+        bad = [p for p in names if p not in POLICIES]
+        if bad or not names:
+            raise ElasticoptError(f"--policies {a.policies!r}: unknown {bad}; expected some of {list(POLICIES)}")
+        workloads = check_inputs(simulator, a.python, a.workloads)
+        sources = published_sources(simulator, a.published.resolve() if a.published else None)
         serve = [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
-        rows = []
+        text, calls = "", {n: [] for n in names}
         for w in workloads:
-            out = a.out / w.stem
-            if not a.reuse:
-                run_workload(a.simulator, a.python, w, out, a.sim_args, serve)
-            ours = summarize(load_results(out))
-            pub = None
-            if a.published is not None:
-                cands = [a.published / w.stem, a.published / f"{w.stem}.csv", a.published / f"{w.stem}.json"]
-                found = next((c for c in cands if c.exists()), None)
-                pub = summarize(load_results(found)) if found else None
-            rows.append((w.stem, ours, pub))
+            tag = w.stem + (f"-first{a.jobs}" if a.jobs > 0 else "")
+            wl = hr.head_workload(w, out / "workloads" / f"{tag}.csv", a.jobs)
+            rows = []
+            for name in names:
+                log = out / name / f"{tag}.log"
+                if not (a.reuse and log.is_file()):
+                    print(f"pollux_simulator: {name} on {tag} ...", file=sys.stderr, flush=True)
+                    run_policy(simulator, a.python, name, wl, log, serve, a.sim_args, options)
+                res = hr.read_log(log)
+                xs = hr.read_calls(log.with_suffix(".calls.json"))
+                calls[name].extend(xs)
+                rows.append((name, hr.summarize(hr.Results(res.jct_s, res.restarts, res.submitted,
+                                                           res.makespan_s, xs))))
+            for label, folder in sources:
+                pub = load_results(folder, w.stem)
+                if pub is not None:
+                    rows.append((label, hr.summarize(pub)))
+            ref = "published pollux" if any(r[0] == "published pollux" for r in rows) else \
+                ("pollux" if "pollux" in names else None)
+            text += hr.table(tag, rows, reference=ref) + "\n"
+        text += hr.all_calls_line(calls)
     except ElasticoptError as exc:
         print(f"pollux_simulator: error: {exc}", file=sys.stderr)
         return 2
-    text = table(rows)
     print(text, end="")
-    atomic_write_text(a.out / "table.md", text)
+    atomic_write_text(out / "table.md", text)
+    print(f"(written to {out / 'table.md'})", file=sys.stderr)
     return 0
 
 

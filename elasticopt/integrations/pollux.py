@@ -16,23 +16,34 @@ The simulator calls ``policy.optimize(job_infos, node_infos, prev_allocations,
 node_template)`` at every scheduling interval and uses the returned
 ``{job_key: [node key per replica]}``.
 
-Objective
----------
-Pollux's fairness objective (its ``p_fairness``, default -1), solved exactly as
-a separable sum per job (docs/integrations.md): the job's utility is
+Objective (what it optimises)
+-----------------------------
+Pollux's own objective (``pollux.py``, ``Problem._evaluate``), solved exactly
+instead of by its genetic search: the power mean (``p_fairness``, Pollux: -1)
+of every job's scaled speedup plus 1e-3,
 
-    u_j = -(s_j)^p (p < 0),   log(s_j) (p = 0),   (s_j)^p (0 < p <= 1)
+    x_j = s_j * f_j / g + 1e-3,   maximise  sum_j -(x_j)^p  (p < 0; log x_j for p = 0; x_j^p for p > 0)
 
-where ``s_j = speedup_fn(num_nodes, num_replicas)`` is the host's own speedup
-function at the tightest layout of the replicas (ceil(replicas / GPUs per
-node) nodes), times Pollux's re-allocation factor ``(T_j - R_j * delta) /
-(T_j + delta)`` (age T_j, restarts so far R_j, ``restart_penalty`` delta
-seconds) for a running job whose replica count changes.  Maximising
-``sum_j u_j`` maximises the power mean of the speedups.  A job with no
-replicas has speedup 0 (utility -inf for p <= 0); this is solved exactly in
-the limit: the number of jobs that run is maximised first, then the power
-mean (idle utility = a finite value below every such trade; ties in who runs
-go to the oldest jobs, Pollux's FIFO order).
+where ``s_j`` is the host's ``speedup_fn(num_nodes, num_replicas)`` at the
+tightest layout (ceil(replicas / GPUs per node) nodes) relative to the job's
+fair-share configuration (ceil(total GPUs / jobs) replicas on
+ceil(nodes / total GPUs) nodes, as Pollux rebases its goodput each call),
+``g`` the GPUs per node (Pollux scales by the dominant share times the node
+count), and ``f_j = max(T_j - R_j * delta, 0) / (T_j + delta)`` (age T_j,
+restarts R_j, ``restart_penalty`` delta = 30 s) on **every job whose
+placement changes**, a queued job that starts included (Pollux:
+``np.any(states != base_state)``); a running job that keeps its replica count
+keeps its nodes (the service's keep-in-place step) and its speedup.  A job
+without replicas contributes ``(1e-3)^p`` as in Pollux.  Ties go to the
+oldest jobs (Pollux's FIFO order).
+
+How it differs from Pollux's own policy
+----------------------------------------
+- exact (Pollux: NSGA-II, 100 generations of 100 states, random);
+- packed layouts only: a job is never spread over more nodes than it needs
+  (Pollux's search may spread, and also limits a node to one distributed job);
+- ``lexicographic=True`` gives the earlier variant: as many jobs running as
+  possible first, then the power mean of the unscaled speedups.
 
 What it cannot express
 ----------------------
@@ -80,16 +91,23 @@ class PolluxPolicy(object):
     solver
         elasticopt backend (``dp`` is exact and fast).
     time_limit_s
-        Per-call solver time limit (None: none).
+        Per-call solver time limit (default 10 s; None: none).  It bounds the service's placement fallback
+        (an exact solve with node variables where the dp's optimum over GPU totals cannot be placed), which
+        without a limit ran for more than 10 min on one 4-job call in Pollux's simulator; a call that ends
+        at the limit without an allocation keeps every job where it is.
+    lexicographic
+        False: Pollux's objective as it is (see the module docstring); True: the most running jobs first,
+        then the power mean of unscaled speedups, the restart factor only on a running job's count change.
     url, command, client
         Where the service is: see :class:`ElasticoptClient` (or pass one).
     """
 
-    def __init__(self, p_fairness=-1.0, restart_penalty=30.0, solver="dp", time_limit_s=None,
-                 url=None, command=None, client=None):
+    def __init__(self, p_fairness=-1.0, restart_penalty=30.0, solver="dp", time_limit_s=10.0,
+                 url=None, command=None, client=None, lexicographic=False):
         if p_fairness > 1:
             raise ValueError("p_fairness must be <= 1, got %r" % (p_fairness,))
         self.p_fairness = float(p_fairness)
+        self.lexicographic = bool(lexicographic)
         self.restart_penalty = float(restart_penalty)
         self.solver = solver
         self.time_limit_s = time_limit_s
@@ -108,7 +126,9 @@ class PolluxPolicy(object):
         node_keys, per_node = self._nodes(node_infos)
         index = dict((k, i) for i, k in enumerate(node_keys))
         total = per_node * len(node_keys)
-        p, delta = self.p_fairness, self.restart_penalty
+        p, delta, lex = self.p_fairness, self.restart_penalty, self.lexicographic
+        fair_k = max(-(-total // max(len(job_infos), 1)), 1)  # Pollux's fair-share replicas and nodes
+        fair_n = max(-(-len(node_keys) // max(total, 1)), 1)
         jobs, lo, hi = [], None, None
         order = sorted(job_infos, key=lambda k: (-(getattr(job_infos[k], "age", 0) or 0), str(k)))
         for key in order:
@@ -116,16 +136,26 @@ class PolluxPolicy(object):
             prev = [r for r in (prev_allocs.get(key) or []) if r in index]
             cur = len(prev)
             age = float(getattr(info, "age", 0) or 0)
-            factor = (age - _num_restarts(info) * delta) / (age + delta) if cur else 1.0
+            factor = max(age - _num_restarts(info) * delta, 0.0) / (age + delta) if age + delta > 0 else 0.0
             options = []
             ks = list(range(max(int(info.min_replicas), 1), min(int(info.max_replicas), total) + 1))
             spans = [-(-k // per_node) for k in ks]  # the tightest layout of k replicas
-            for k, nodes, s in zip(ks, spans, speedups_at(info.speedup_fn, spans, ks)):
-                if cur and k != cur:
-                    s *= factor  # Pollux re-allocation factor: a change restarts the job
-                if not (s > 0 and math.isfinite(s)):
-                    continue
-                u = fairness_utility(s, p)
+            speeds = speedups_at(info.speedup_fn, spans + [min(fair_n, fair_k)], ks + [fair_k]) if ks else []
+            base = speeds.pop() if speeds else 1.0
+            for k, nodes, s in zip(ks, spans, speeds):
+                if lex:
+                    if cur and k != cur:
+                        s *= factor
+                    if not (s > 0 and math.isfinite(s)):
+                        continue
+                    u = fairness_utility(s, p)
+                else:
+                    if k != cur:
+                        s *= factor  # Pollux: every change of placement restarts the job, a start included
+                    x = (s / base if base > 0 else s) / per_node
+                    if not math.isfinite(x) or x < 0:
+                        continue
+                    u = pollux_utility(x, p)
                 lo = u if lo is None or u < lo else lo
                 hi = u if hi is None or u > hi else hi
                 options.append({"gpus": k, "nodes": nodes, "value": u})
@@ -139,7 +169,10 @@ class PolluxPolicy(object):
                 job["running"] = {"gpus": cur, "nodes": sorted([n, c] for n, c in counts.items())}
                 job["preemptible"] = bool(getattr(info, "preemptible", True))
             jobs.append(job)
-        idle = idle_utility(lo, hi, len(jobs)) if p <= 0 and lo is not None else 0.0
+        if lex:
+            idle = idle_utility(lo, hi, len(jobs)) if p <= 0 and lo is not None else 0.0
+        else:
+            idle = pollux_utility(0.0, p)
         for job in jobs:
             job["idle_value"] = idle
         doc = {
@@ -173,6 +206,8 @@ class PolluxPolicy(object):
         self.last_response = resp
         if resp["status"] not in ("optimal", "feasible", "limit"):
             raise ElasticoptError("no allocation: %s %s" % (resp["status"], resp.get("message", "")))
+        if not resp.get("allocation"):  # the time limit ran out before any allocation: nothing moves
+            return dict((key, list(prev_allocs.get(key) or [])) for key in job_infos), len(node_infos)
         allocations = {}
         for jid, key in by_id.items():
             a = resp["allocation"].get(jid)
@@ -182,6 +217,18 @@ class PolluxPolicy(object):
                     replicas.extend([node_keys[node]] * count)
             allocations[key] = replicas
         return allocations, len(node_infos)
+
+
+POLLUX_EPSILON = 1e-3  # Pollux adds it to every scaled speedup before the power mean
+
+
+def pollux_utility(x, p):
+    """A job's term of Pollux's power mean at scaled speedup ``x`` >= 0 (sum of terms: larger is better)."""
+    if p < 0:
+        return -((x + POLLUX_EPSILON) ** p)
+    if p == 0:
+        return math.log(max(x, POLLUX_EPSILON))
+    return (x + POLLUX_EPSILON) ** p
 
 
 def fairness_utility(speedup, p):

@@ -4,45 +4,84 @@ Drop-in
 -------
 Copy this one file next to the simulator's ``sia.py`` (siasosp23/artifacts,
 folder ``sia-simulator/``; it needs only the standard library of Python >=
-3.8), start ``elasticopt serve`` where elasticopt is installed, and use it
-where the simulator builds its ``SiaPolicy``::
+3.8) as e.g. ``elasticopt_sia.py``, and register it before the simulator
+imports ``sia`` elsewhere (``multi_simulator.py`` and ``cluster.py`` do
+``from sia import SiaPolicy``)::
 
-    from elasticopt_sia import SiaPolicy                 # this file
-    policy = SiaPolicy(command=["/opt/eo/bin/elasticopt", "serve", "--stdio"])
-    allocations = policy.optimize(job_infos, node_infos, prev_allocations)
+    import sia, elasticopt_sia
+    sia.SiaPolicy = elasticopt_sia.SiaPolicy        # then run multi_simulator.py as usual
+
+or build it yourself where the simulator builds Sia's::
+
+    policy = elasticopt_sia.SiaPolicy(command=["/opt/eo/bin/elasticopt", "serve", "--stdio"], p_fairness=-0.5)
+
+Sia's ``Cluster`` chooses job objects, ``JobInfo`` s and how it applies
+allocations by ``isinstance(policy, sia.SiaPolicy)`` (``cluster.py``) and
+asserts on any other class, so this class **subclasses the host's
+SiaPolicy** when the host's ``sia`` module is importable (it is imported
+when this file is; the base is ``object`` otherwise, e.g. in a bare
+interpreter).  It overrides every method the simulator calls
+(``populate_valid_configs``, ``optimize``) and never calls the host's
+``__init__``.  It accepts the host constructor's keywords (``lambda_a``,
+``lambda_n``, ``project_throughputs``, ``share_max_replicas``,
+``enable_bsz_tuning``, ...).
 
 Sia's shapes (``cluster.py``): ``node_infos`` is ``{cluster: {node_idx:
-NodeInfo}}``, one cluster per GPU type, ``NodeInfo.resources``
-{"nvidia.com/gpu": n}; a job's ``speedup_fn``, ``min_replicas`` and
-``max_replicas`` are dicts by cluster (a speedup function may be None: the
-job was not profiled there yet, and gets one replica); allocations (and
-``prev_allocations``) are ``{job: (cluster, [node_idx per replica])}``, or
-``(None, ())`` for a job without GPUs, and every job gets an entry.  Sia's
-simulator calls ``policy.populate_valid_configs(...)`` once; this policy
-accepts and ignores it (it reads the nodes on every call).
+NodeInfo}}``, one cluster per GPU type; a job's ``speedup_fn``,
+``min_replicas``, ``max_replicas``, ``scale_unit`` are dicts by cluster (a
+speedup function is None where the job has no profile yet), with
+``category`` (``adaptive``, ``scale-gpus``, ``rigid``), ``scaling_underway``,
+``cluster_throughputs`` and ``cluster_throughput_ratios``; answers (and
+``prev_allocations``) are ``{job: (cluster, [node_idx per GPU])}``, or
+``(None, ())`` for a job without GPUs, one entry per job.
 
-Objective
----------
-Sia's shape, solved exactly as a separable sum: the job's utility on
-cluster c with k replicas is ``-(s)^p`` (p < 0; ``log s`` for p = 0,
-``s^p`` for 0 < p <= 1) with ``s`` = its speedup there at the tightest
-layout, times Sia's re-allocation factor ``max(T - R delta, 0) / (T +
-delta)`` (1 while the job is younger than delta) when a running job changes
-cluster or replica count; the number of running jobs is maximised first
-(idle has speedup 0), oldest first on ties.  Speedups of different clusters
-are put on one scale with the job's ``cluster_throughputs`` (Sia's
-one-replica throughput per cluster) when the job has them, else taken as
-they are.
+Objective (what it optimises)
+-----------------------------
+Sia's objective, solved exactly: every job's value on GPU type c with k GPUs
+is Sia's normalised goodput ``g_c(k) / g_min`` (the host's own
+``speedup_fn.get_goodput`` at the tightest layout, ``g_min`` the job's
+smallest goodput over its options, so its slowest one-unit option is 1),
+times Sia's re-allocation factor ``max(T - R delta_m, 0) / (T + delta_m)``
+(1 while T < delta_m) on every option but the one it runs, with Sia's
+per-model restart penalty ``delta_m`` (``sia.get_restart_penalty``: 25 s
+deepspeech2 ... 250 s imagenet), raised to Sia's ``p`` (default -0.5); the
+sum over jobs is maximised (Sia: minimises the sum of ``g^p``) with the
+number of running jobs first (lexicographic; Sia: a soft no-allocation
+penalty ``lambda_n``, see ``no_alloc``).  Like Sia:
 
-What it cannot express
-----------------------
-- nodes of one cluster with different GPU counts; rigid jobs' fixed GPU
-  counts beyond ``min_replicas`` = ``max_replicas``; non-GPU resources;
-- Sia's own config list (1, 2, 4, 8, then whole nodes): every count from
-  min to max replicas is offered, packed on the fewest nodes (where its
-  speedup was priced), so a job never runs spread.
+- a GPU type without a profile for the job gets **projected** goodputs:
+  those of a profiled type times Sia's learnt type ratio
+  (``cluster_throughput_ratios[c][d]``, Sia's ``--project_throughputs``;
+  this class projects by default), so unprofiled types are explored instead
+  of left idle; a job with no profile anywhere gets one scale unit, valued
+  by its one-GPU throughput per type (``cluster_throughputs``);
+- ``scale_unit`` (pipeline stages): counts are multiples of it, the speedup
+  is asked for ``k // scale_unit`` replicas;
+- ``category == "rigid"`` jobs get exactly their GPU count on one type,
+  valued by their throughputs there (``cluster_throughput_ratios``), the
+  slowest type worth the GPU count;
+- a job with ``scaling_underway`` (checkpoint-restore in flight) keeps its
+  allocation and may not be preempted;
+- ``share_max_replicas``: the largest replica bound over types holds on all.
+
+How it differs from Sia's own policy
+------------------------------------
+- exact (Sia: CBC on a MIP to a 1e-4 gap) over Sia's config list (1, 2, 4
+  GPUs, then whole nodes; ``sia_configs=False``: every count), each on the
+  fewest nodes; the service keeps a job whose count and type are unchanged on
+  its nodes;
+- a job with no profile anywhere starts where its one-GPU throughput is
+  highest (Sia: one unit valued alike on every type; ``first_by_throughput``);
+- running as many jobs as possible comes first (``no_alloc=None``); with
+  ``no_alloc=lambda_n`` it is Sia's soft penalty instead;
+- the projection source is the profiled type with the most profiled
+  replicas (Sia: the first profiled type); goodputs are not rounded to 2
+  decimals nor clipped at 3000 as Sia's matrix is;
+- nodes of one cluster with different GPU counts and non-GPU resources
+  cannot be expressed.
 """
 
+import importlib
 import json
 import math
 import os
@@ -53,51 +92,146 @@ import threading
 import urllib.error
 import urllib.request
 
-__all__ = ["SiaPolicy", "ElasticoptClient", "ElasticoptError", "fairness_utility"]
+__all__ = ["SiaPolicy", "ElasticoptClient", "ElasticoptError", "fairness_utility", "restart_penalty_of"]
 
 GPU = "nvidia.com/gpu"
 
+# Sia's per-model restart penalties in seconds (sia-simulator/sia.py, get_restart_penalty), used where the
+# host's function cannot be imported; the first name contained in the job name wins, else the default.
+RESTART_PENALTIES_S = (("deepspeech", 25.0), ("imagenet", 250.0), ("cifar", 30.0), ("bert", 120.0),
+                       ("yolov3", 45.0))
+
+
+def _host_module():
+    """The host's ``sia`` module (already imported, or importable), or None.
+
+    The name can be changed with ``ELASTICOPT_SIA_HOST_MODULE`` (empty: never look for the host)."""
+    name = os.environ.get("ELASTICOPT_SIA_HOST_MODULE", "sia")
+    if not name:
+        return None
+    mod = sys.modules.get(name)
+    if mod is None:
+        try:
+            mod = importlib.import_module(name)
+        except Exception:  # not there (a bare interpreter), or its own imports fail: stand alone
+            return None
+    return mod
+
+
+def _host_base(mod):
+    """The host's own SiaPolicy class (never one of this file's, if the host's name was already replaced)."""
+    cls = getattr(mod, "SiaPolicy", None) if mod is not None else None
+    if not isinstance(cls, type):
+        return object
+    for klass in cls.__mro__:
+        if "_elasticopt_dropin" not in vars(klass):
+            return klass
+    return object
+
+
+_HOST = _host_module()
+HostSiaPolicy = _host_base(_HOST)
+
+
+def restart_penalty_of(job_name, default=30.0):
+    """Sia's restart penalty of a job in seconds: the host's ``get_restart_penalty`` when importable."""
+    fn = getattr(_HOST, "get_restart_penalty", None)
+    if callable(fn):
+        try:
+            return float(fn(str(job_name)))
+        except Exception:
+            pass
+    for part, seconds in RESTART_PENALTIES_S:
+        if part in str(job_name):
+            return seconds
+    return float(default)
 
 
 def _per_cluster(value, cluster, default):
-    """Sia keeps replica bounds and speedup functions per cluster (dicts); a plain value holds for all."""
+    """Sia keeps replica bounds, scale units and speedup functions per cluster (dicts); a plain value holds for all."""
     if isinstance(value, dict):
         return value.get(cluster, default)
     return default if value is None else value
 
 
-def _scales(info, clusters):
-    """Factor per cluster putting the job's speedups on one scale: Sia's one-replica throughput per cluster
-    (``job_info.cluster_throughputs``) over the slowest one's; 1 where the job has none."""
-    tputs = getattr(info, "cluster_throughputs", None)
-    if not isinstance(tputs, dict):
-        return dict((c, 1.0) for c in clusters)
-    known = [float(tputs[c]) for c in clusters if c in tputs and float(tputs[c]) > 0]
-    base = min(known) if known else 1.0
-    return dict((c, float(tputs[c]) / base if c in tputs and float(tputs[c]) > 0 else 1.0) for c in clusters)
+def _positive(x):
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if x > 0 and math.isfinite(x) else None
 
 
-class SiaPolicy(object):
-    """Sia's policy interface, answered by ``elasticopt serve``.
+def goodputs_at(fn, nodes, replicas, base=1.0):
+    """Raw goodputs of ``fn`` at the points: the host's ``get_goodput`` (float32 arrays, as Sia calls it) where it
+    has one, else its speedups times ``base``."""
+    get = getattr(fn, "get_goodput", None)
+    np = sys.modules.get("numpy")
+    if callable(get) and np is not None and len(nodes) > 0:
+        try:
+            out = get(np.asarray(nodes, dtype=np.float32), np.asarray(replicas, dtype=np.float32))
+            if getattr(out, "shape", None) == (len(nodes),):
+                return [float(x) for x in out]
+        except Exception:
+            pass
+    return [s * base for s in speedups_at(fn, nodes, replicas)]
+
+
+class SiaPolicy(HostSiaPolicy):
+    """Sia's policy interface, answered by ``elasticopt serve`` (a subclass of the host's SiaPolicy when importable).
 
     Parameters
     ----------
     p_fairness
-        Exponent p of the power mean of speedups (Sia: -0.5).
+        Exponent p of Sia's objective (Sia: -0.5).
     restart_penalty
-        Re-allocation delay delta in seconds (Sia: 30 by default).
-    solver, time_limit_s
-        elasticopt backend and per-call limit.
+        Re-allocation delay in seconds of jobs whose model has no per-model penalty (Sia: 30).
+    per_model_penalty
+        Use Sia's per-model restart penalties (``restart_penalty_of``) instead of one constant.
+    project_throughputs
+        Price a GPU type the job has no profile on from a profiled one (Sia's ``--project_throughputs``).
+    share_max_replicas
+        The largest replica bound over types holds on every type (Sia's ``--share_max_replicas``).
+    no_alloc
+        None: run as many jobs as possible first; a number: Sia's soft penalty ``lambda_n`` of a job without
+        GPUs in units of the objective (the utility of idling is ``-no_alloc`` for p < 0).
+    sia_configs
+        True (default): offer Sia's config list (1, 2, 4 GPUs, then whole nodes: ``CONFIGS_4GPU`` /
+        ``CONFIGS_8GPU``); False: every count (measured 2.6 % worse mean JCT in Sia's simulator: jobs pack
+        the fastest pool with odd counts and leave the others idle, docs/integrations.md).
+    first_by_throughput
+        A job with no profile on any type: True (default) values one scale unit by its one-GPU throughput
+        per type; False values it alike on every type, as Sia does.
+    solver
+        elasticopt backend.
+    time_limit_s
+        Per-call solver time limit (default 10 s; None: none).  It bounds the service's placement fallback
+        (an exact solve with node variables where the dp's optimum over GPU totals cannot be placed); a call
+        that ends at the limit without an allocation keeps every job where it is.
     url, command, client
         Where the service is: see :class:`ElasticoptClient` (or pass one).
+    **host_options
+        The host constructor's other keywords (``lambda_a``, ``lambda_n``, ``migrate_penalty``,
+        ``sched_interval``, ``enable_bsz_tuning``): accepted, kept in ``host_options``, not used.
     """
 
-    def __init__(self, p_fairness=-0.5, restart_penalty=30.0, solver="dp", time_limit_s=None,
-                 url=None, command=None, client=None):
+    _elasticopt_dropin = True
+
+    def __init__(self, p_fairness=-0.5, restart_penalty=30.0, solver="dp", time_limit_s=10.0,
+                 url=None, command=None, client=None, per_model_penalty=True, project_throughputs=True,
+                 share_max_replicas=False, no_alloc=None, sia_configs=True, first_by_throughput=True,
+                 **host_options):
         if p_fairness > 1:
             raise ValueError("p_fairness must be <= 1, got %r" % (p_fairness,))
         self.p_fairness = float(p_fairness)
         self.restart_penalty = float(restart_penalty)
+        self.per_model_penalty = bool(per_model_penalty)
+        self.project_throughputs = bool(project_throughputs)
+        self.share_max_replicas = bool(share_max_replicas)
+        self.no_alloc = None if no_alloc is None else float(no_alloc)
+        self.sia_configs = bool(sia_configs)
+        self.first_by_throughput = bool(first_by_throughput)
+        self.host_options = dict(host_options)
         self.solver = solver
         self.time_limit_s = time_limit_s
         self.client = client or ElasticoptClient(url=url, command=command)
@@ -117,12 +251,92 @@ class SiaPolicy(object):
             sizes[cluster] = s.pop() if s else 0
         return keys, sizes
 
-    def _factor(self, info):
+    def penalty_of(self, key):
+        """The restart penalty delta (s) of job ``key``."""
+        return restart_penalty_of(key, self.restart_penalty) if self.per_model_penalty else self.restart_penalty
+
+    def realloc_factor(self, key, info):
+        """Sia's re-allocation factor of a job: max(T - R delta, 0) / (T + delta); 1 while T < delta
+        (rigid jobs: while their attained service is below delta)."""
+        delta = self.penalty_of(key)
         age = float(getattr(info, "age", 0) or 0)
-        if age < self.restart_penalty:
-            return 1.0  # Sia: a job younger than one restart is not penalised
+        young = float(getattr(info, "attained_service", 0) or 0) if _is_rigid(info) else age
+        if young < delta:
+            return 1.0
         restarts = int(getattr(info, "num_restarts", 0) or 0)
-        return max(age - restarts * self.restart_penalty, 0.0) / (age + self.restart_penalty)
+        return max(age - restarts * delta, 0.0) / (age + delta)
+
+    def job_options(self, key, info, keys, per_node):
+        """``[(cluster, gpus, nodes, raw goodput)]`` of one job, before normalisation and restart factors."""
+        if _is_rigid(info):
+            return self._rigid_options(info, keys, per_node)
+        fns = info.speedup_fn if isinstance(info.speedup_fn, dict) else dict((c, info.speedup_fn) for c in keys)
+        mins = dict((c, int(_per_cluster(info.min_replicas, c, 0) or 0)) for c in keys)
+        maxs = dict((c, int(_per_cluster(info.max_replicas, c, 1) or 1)) for c in keys)
+        if self.share_max_replicas:
+            lo_all, hi_all = min(mins.values()), max(maxs.values())
+            mins, maxs = dict((c, lo_all) for c in keys), dict((c, hi_all) for c in keys)
+        units = dict((c, max(int(_per_cluster(getattr(info, "scale_unit", 1), c, 1) or 1), 1)) for c in keys)
+        tputs = getattr(info, "cluster_throughputs", None)
+        tputs = tputs if isinstance(tputs, dict) else {}
+        ratios = getattr(info, "cluster_throughput_ratios", None)
+        ratios = ratios if isinstance(ratios, dict) else {}
+        profiled = [c for c in keys if fns.get(c) is not None]
+        # the projection source: the profiled type with the most profiled replicas (its bound is the largest)
+        source = max(profiled, key=lambda c: (int(_per_cluster(info.max_replicas, c, 1) or 1), -profiled.index(c))) \
+            if profiled else None
+        out = []
+        for c in keys:
+            g, su = per_node[c], units[c]
+            if g <= 0:
+                continue
+            cap = g * len(keys[c])
+            lo_r, hi_r = max(mins[c], 1), max(maxs[c], 1)
+            fn = fns.get(c)
+            if fn is None and (source is None or not self.project_throughputs):
+                # no profile to price it from: one scale unit, valued alike everywhere (Sia), or at its
+                # one-GPU throughput on this type
+                if lo_r <= 1 and su <= cap:
+                    value = (_positive(tputs.get(c)) or 1.0) if self.first_by_throughput else float(su)
+                    out.append((c, su, -(-su // g), value))
+                continue
+            rs = [r for r in range(lo_r, hi_r + 1) if r * su <= cap and
+                  (not self.sia_configs or r * su in (1, 2, 4) or (r * su) % g == 0)]
+            if not rs:
+                continue
+            ks = [r * su for r in rs]
+            spans = [-(-k // g) for k in ks]
+            if fn is not None:
+                vals = goodputs_at(fn, spans, rs, _positive(tputs.get(c)) or 1.0)
+            else:  # projected from the source type: its goodput at the same replicas, times Sia's type ratio
+                d = source
+                gd, sud = per_node[d], units[d]
+                d_spans = [max(-(-(r * sud) // gd), 1) if gd > 0 else 1 for r in rs]
+                d_spans = [min(n, r) for n, r in zip(d_spans, rs)]
+                ratio = _positive(ratios.get(c, {}).get(d) if isinstance(ratios.get(c), dict) else None)
+                if ratio is None:
+                    tc, td = _positive(tputs.get(c)), _positive(tputs.get(d))
+                    ratio = tc / td if tc and td else 1.0
+                base = _positive(tputs.get(d)) or 1.0
+                vals = [v * ratio for v in goodputs_at(fns[d], d_spans, rs, base)]
+            out.extend((c, k, n, v) for k, n, v in zip(ks, spans, vals))
+        return out
+
+    def _rigid_options(self, info, keys, per_node):
+        k = max(int(v) for v in (info.max_replicas.values() if isinstance(info.max_replicas, dict)
+                                  else [info.max_replicas]))
+        tputs = getattr(info, "cluster_throughput_ratios", None)  # Sia: a rigid job's throughputs per type
+        tputs = tputs if isinstance(tputs, dict) else {}
+        known = [_positive(tputs.get(c)) for c in keys]
+        slowest = min([t for t in known if t] or [1.0])
+        out = []
+        for c in keys:
+            g = per_node[c]
+            if g <= 0 or k > g * len(keys[c]):
+                continue
+            t = _positive(tputs.get(c)) or slowest
+            out.append((c, k, -(-k // g), k * t / slowest))  # Sia: the slowest type is worth the GPU count
+        return out
 
     def build_request(self, job_infos, node_infos, prev_allocations):
         """The elasticopt request of one ``optimize`` call, and ``(cluster, node key)`` of every global node index."""
@@ -137,32 +351,25 @@ class SiaPolicy(object):
             cur_cluster, cur_nodes = (prev_allocations.get(key) or (None, ()))
             prev = [(cur_cluster, r) for r in (cur_nodes or ()) if (cur_cluster, r) in index]
             cur = len(prev)
-            factor = self._factor(info) if cur else 1.0
-            scales = _scales(info, keys)
+            factor = self.realloc_factor(key, info) if cur else 1.0
+            raw = self.job_options(key, info, keys, per_node)
+            pinned = bool(cur and getattr(info, "scaling_underway", False))
+            if pinned:  # checkpoint-restore in flight: Sia keeps its allocation
+                raw = [o for o in raw if o[0] == cur_cluster and o[1] == cur] or \
+                    [(cur_cluster, cur, -(-cur // max(per_node[cur_cluster], 1)), 1.0)]
+            known = [v for _, _, _, v in raw if v > 0 and math.isfinite(v)]
+            gmin = min(known) if known else 1.0
             options = []
-            for c in keys:
-                g = per_node[c]
-                fns = info.speedup_fn
-                fn = fns.get(c) if isinstance(fns, dict) else fns
-                lo_k = max(int(_per_cluster(info.min_replicas, c, 0)), 1)
-                hi_k = max(int(_per_cluster(info.max_replicas, c, 0)), 1)
-                if fn is None:  # not profiled on this cluster yet: Sia offers one replica
-                    ks, speeds = ([1], [1.0]) if lo_k <= 1 and g > 0 else ([], [])
-                    spans = [1] * len(ks)
-                else:
-                    ks = list(range(lo_k, min(hi_k, g * len(keys[c])) + 1))
-                    spans = [-(-k // g) for k in ks]  # the tightest layout of k replicas
-                    speeds = speedups_at(fn, spans, ks)
-                for k, nodes, s in zip(ks, spans, speeds):
-                    s *= scales[c]
-                    if cur and (k != cur or c != cur_cluster):
-                        s *= factor
-                    if not (s > 0 and math.isfinite(s)):
-                        continue
-                    u = fairness_utility(s, p)
-                    lo = u if lo is None or u < lo else lo
-                    hi = u if hi is None or u > hi else hi
-                    options.append({"gpus": k, "nodes": nodes, "pool": str(c), "value": u})
+            for c, k, nodes, v in raw:
+                s = v / gmin
+                if cur and not pinned and (k != cur or c != cur_cluster):
+                    s *= factor
+                if not (s > 0 and math.isfinite(s)):
+                    continue
+                u = fairness_utility(s, p)
+                lo = u if lo is None or u < lo else lo
+                hi = u if hi is None or u > hi else hi
+                options.append({"gpus": k, "nodes": nodes, "pool": str(c), "value": u})
             job = {"id": str(key), "options": options or [{"gpus": max(cur, 1), "value": 0.0}]}
             if not options:
                 job["pools"] = []
@@ -172,9 +379,12 @@ class SiaPolicy(object):
                     counts[index[r]] = counts.get(index[r], 0) + 1
                 job["running"] = {"gpus": cur, "pool": str(cur_cluster),
                                   "nodes": sorted([n, c] for n, c in counts.items())}
-                job["preemptible"] = bool(getattr(info, "preemptible", True))
+                job["preemptible"] = bool(getattr(info, "preemptible", True)) and not pinned
             jobs.append(job)
-        idle = idle_utility(lo, hi, len(jobs)) if p <= 0 and lo is not None else 0.0
+        if self.no_alloc is not None:
+            idle = -self.no_alloc if p < 0 else 0.0
+        else:
+            idle = idle_utility(lo, hi, len(jobs)) if p <= 0 and lo is not None else 0.0
         for job in jobs:
             job["idle_value"] = idle
         doc = {
@@ -190,7 +400,7 @@ class SiaPolicy(object):
         return doc, node_keys
 
     def optimize(self, job_infos, node_infos, prev_allocations):
-        """One scheduling decision: ``{job: (cluster, [node_idx per replica])}``, ``(None, ())`` for no GPUs."""
+        """One scheduling decision: ``{job: (cluster, [node_idx per GPU])}``, ``(None, ())`` for no GPUs."""
         if not job_infos:
             return {}
         by_id = dict((str(k), k) for k in job_infos)
@@ -203,6 +413,8 @@ class SiaPolicy(object):
         self.last_response = resp
         if resp["status"] not in ("optimal", "feasible", "limit"):
             raise ElasticoptError("no allocation: %s %s" % (resp["status"], resp.get("message", "")))
+        if not resp.get("allocation"):  # the time limit ran out before any allocation: nothing moves
+            return dict((key, prev_allocations.get(key) or (None, ())) for key in job_infos)
         allocations = {}
         for jid, key in by_id.items():
             a = resp["allocation"].get(jid)
@@ -215,6 +427,10 @@ class SiaPolicy(object):
                 replicas.extend([node_key] * count)
             allocations[key] = (cluster, replicas)
         return allocations
+
+
+def _is_rigid(info):
+    return getattr(info, "category", None) == "rigid"
 
 
 def fairness_utility(speedup, p):

@@ -43,8 +43,8 @@ def _info(i: int, age: float, restarts: int = 0, max_replicas: int = 4, preempti
     return info
 
 
-def _pollux_value(infos, counts, prev, per_node, p, delta):
-    """(jobs with replicas, sum of utilities): the lexicographic form of Pollux's fitness."""
+def _lexicographic_value(infos, counts, prev, per_node, p, delta):
+    """(jobs with replicas, sum of utilities): the lexicographic variant (``lexicographic=True``)."""
     running, total = 0, 0.0
     for key, k in counts.items():
         if k == 0:
@@ -53,7 +53,7 @@ def _pollux_value(infos, counts, prev, per_node, p, delta):
         s = info.speedup_fn(-(-k // per_node), k)
         cur = len(prev.get(key, []))
         if cur and k != cur:
-            s *= (info.age - info.num_restarts * delta) / (info.age + delta)
+            s *= max(info.age - info.num_restarts * delta, 0) / (info.age + delta)
         if s <= 0:
             return None
         running += 1
@@ -61,27 +61,71 @@ def _pollux_value(infos, counts, prev, per_node, p, delta):
     return running, total
 
 
+def _pollux_fitness(infos, counts, prev, per_node, nodes, p, delta):
+    """Pollux's own fitness (pollux.py ``Problem._evaluate``, restated): the speedup rebased to the fair share
+    (ceil(GPUs / jobs) replicas on ceil(nodes / GPUs) nodes), times the dominant share times the node count,
+    times the restart factor where the placement changes (a start included), plus 1e-3, power mean with p
+    (larger is better)."""
+    total_gpus = per_node * nodes
+    fair_k, fair_n = -(-total_gpus // len(infos)), -(-nodes // total_gpus)
+    terms = []
+    for key, info in infos.items():
+        k = counts.get(key, 0)
+        x = 0.0
+        if k:
+            x = info.speedup_fn(-(-k // per_node), k) / info.speedup_fn(fair_n, fair_k) / per_node
+            if k != len(prev.get(key, [])):
+                x *= max(info.age - info.num_restarts * delta, 0.0) / (info.age + delta)
+        terms.append(x + 1e-3)
+    if p == 0:
+        return sum(math.log(max(t - 1e-3, 1e-3)) for t in terms) / len(terms)
+    return (sum(t ** p for t in terms) / len(terms)) ** (1.0 / p)
+
+
 @pytest.mark.parametrize("p", [-1.0, 0.0, 0.5])
 @pytest.mark.parametrize("seed", range(4))
 def test_decision_is_the_exact_optimum_of_pollux_objective(client, p, seed):
     nodes = {i: NodeInfo({GPU: 2}, preemptible=False) for i in range(2)}
     n = 3 + seed % 3
-    infos = {f"j{i}": _info(i + seed, age=50.0 + 40 * i, restarts=i % 2, max_replicas=3) for i in range(n)}
+    # young jobs (5, 30, 105 s...): Pollux's factor on a start makes its optimum differ from "most jobs first"
+    infos = {f"j{i}": _info(i + seed, age=5.0 + 25.0 * i * i, restarts=i % 2, max_replicas=3) for i in range(n)}
     prev = {"j0": [0, 0]} if seed % 2 else {"j1": [1]}
     alloc, desired = PolluxPolicy(p_fairness=p, client=client).optimize(infos, nodes, prev, nodes[0])
     assert desired == 2
-    got = _pollux_value(infos, {k: len(v) for k, v in alloc.items()}, prev, 2, p, 30.0)
+    got = _pollux_fitness(infos, {k: len(v) for k, v in alloc.items()}, prev, 2, 2, p, 30.0)
+    best = max(_pollux_fitness(infos, dict(zip(infos, combo)), prev, 2, 2, p, 30.0)
+               for combo in itertools.product(range(4), repeat=n) if sum(combo) <= 4)
+    assert got == pytest.approx(best, rel=1e-6)
+
+
+def test_a_queued_job_that_starts_pays_the_restart_factor(client):
+    """Pollux's factor applies to every change of placement: a job of age 10 s (factor 10 / 40) is worth a
+    quarter of an equal job of age 1000 s when started, so the older one gets the only GPU; a running job
+    keeps its count without the factor."""
+    nodes = {0: NodeInfo({GPU: 1}, preemptible=False)}
+    infos = {"young": _info(0, age=10.0), "old": _info(0, age=1000.0)}
+    req, _ = PolluxPolicy(client=client).build_request(infos, nodes, {})
+    by_id = {j["id"]: j["options"][0]["value"] for j in req["jobs"]}
+    x_young, x_old = -1.0 / by_id["young"] - 1e-3, -1.0 / by_id["old"] - 1e-3
+    assert x_young / x_old == pytest.approx((10.0 / 40.0) / (1000.0 / 1030.0), rel=1e-6)
+    req, _ = PolluxPolicy(client=client).build_request(infos, nodes, {"young": [0]})
+    kept = {j["id"]: j["options"][0]["value"] for j in req["jobs"]}["young"]
+    assert -1.0 / kept - 1e-3 == pytest.approx(x_young * 4.0, rel=1e-6)  # no factor where nothing changes
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_lexicographic_variant_is_its_exact_optimum(client, seed):
+    nodes = {i: NodeInfo({GPU: 2}, preemptible=False) for i in range(2)}
+    n = 3 + seed % 3
+    infos = {f"j{i}": _info(i + seed, age=50.0 + 40 * i, restarts=i % 2, max_replicas=3) for i in range(n)}
+    prev = {"j0": [0, 0]} if seed % 2 else {"j1": [1]}
+    alloc, _ = PolluxPolicy(client=client, lexicographic=True).optimize(infos, nodes, prev, nodes[0])
+    got = _lexicographic_value(infos, {k: len(v) for k, v in alloc.items()}, prev, 2, -1.0, 30.0)
     best = None
     for combo in itertools.product(range(4), repeat=n):
-        if sum(combo) > 4:
-            continue
-        v = _pollux_value(infos, dict(zip(infos, combo)), prev, 2, p, 30.0)
-        if v is not None and p > 0:
-            v = (0, v[1])  # p > 0: idle is worth 0, no lexicographic step
+        v = _lexicographic_value(infos, dict(zip(infos, combo)), prev, 2, -1.0, 30.0) if sum(combo) <= 4 else None
         if v is not None and (best is None or (v[0], round(v[1], 9)) > (best[0], round(best[1], 9))):
             best = v
-    if p > 0:
-        got = (0, got[1])
     assert got[0] == best[0] and got[1] == pytest.approx(best[1], abs=1e-5)
 
 
@@ -124,3 +168,23 @@ def test_unequal_nodes_are_refused_with_a_clear_error(client):
     with pytest.raises(Exception, match="different GPU counts"):
         PolluxPolicy(client=client).optimize({"a": _info(0, 10.0)}, nodes, {}, nodes[0])
     assert math.isfinite(fairness_utility(2.0, -1.0))
+
+
+class _LimitClient:
+    """A service that ran out of time before any allocation (as the placement fallback can)."""
+
+    def __init__(self):
+        self.docs = []
+
+    def request(self, doc):
+        self.docs.append(doc)
+        return {"ok": True, "status": "limit", "allocation": {}, "message": "time limit"}
+
+
+def test_a_call_that_ends_at_the_limit_without_an_allocation_keeps_everyone_in_place():
+    nodes = {i: NodeInfo({GPU: 4}, preemptible=False) for i in range(2)}
+    infos = {"a": _info(0, age=100.0), "b": _info(1, age=50.0)}
+    client = _LimitClient()
+    alloc, desired = PolluxPolicy(client=client).optimize(infos, nodes, {"a": [0, 0]}, nodes[0])
+    assert alloc == {"a": [0, 0], "b": []} and desired == 2
+    assert client.docs[0]["time_limit_s"] == 10.0  # bounded by default

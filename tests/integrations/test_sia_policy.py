@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from elasticopt.integrations import sia
@@ -77,3 +79,140 @@ def test_an_idle_job_answers_none_and_an_empty_tuple(policy):
 
 def test_populate_valid_configs_is_accepted(policy):
     assert policy.populate_valid_configs({"t4": 2}, {"t4": 4}, {"t4": 2}) is None
+
+
+# ---- the host's class, its JobInfos and its objective's parts (stand-in of cluster.py / sia.py) ----------------
+
+import importlib.util  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from sia_standin import Cluster, GoodputSpeedup, install_host, job_info  # noqa: E402
+
+DROPIN_FILE = Path(sia.__file__)
+
+
+@pytest.fixture
+def hosted(tmp_path):
+    """The drop-in file loaded fresh next to a host ``sia`` module, as the simulator's folder has it."""
+    host = install_host(tmp_path)
+    spec = importlib.util.spec_from_file_location("elasticopt_sia_under_test", DROPIN_FILE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    yield host, mod
+    sys.modules.pop("sia", None)
+
+
+def test_the_drop_in_is_the_hosts_class_and_sias_cluster_accepts_it(hosted, client):
+    host, mod = hosted
+    policy = mod.SiaPolicy(client=client, p_fairness=-0.5, restart_penalty=30)
+    cluster = Cluster(policy, host)  # cluster.py:36/:100: isinstance(policy, sia.SiaPolicy) or assert False
+    assert issubclass(mod.SiaPolicy, host.SiaPolicy) and mod.HostSiaPolicy is host.SiaPolicy
+    policy = mod.SiaPolicy(client=client, p_fairness=-0.5, restart_penalty=30, lambda_a=0.01, lambda_n=1.1,
+                           project_throughputs=True, share_max_replicas=True,
+                           enable_bsz_tuning=True)  # multi_simulator.py's keywords
+    policy.populate_valid_configs({"rtx": 1}, {"rtx": 8}, {"rtx": 3})
+    cluster = Cluster(policy, host)
+    nodes = node_infos({"rtx": (1, 8)})
+    fn = GoodputSpeedup(0.05, 0.2, 10.0)
+    infos = {"cifar10-0": job_info("cifar10-0", ["rtx"], {"rtx": fn}, {"rtx": 8})}
+    placements = cluster.optimize_policy(infos, nodes)
+    assert placements["cifar10-0"] == ("rtx", (8,))
+
+
+def test_without_the_host_the_file_stands_alone(monkeypatch):
+    monkeypatch.setenv("ELASTICOPT_SIA_HOST_MODULE", "no_such_host_module_here")
+    spec = importlib.util.spec_from_file_location("elasticopt_sia_alone", DROPIN_FILE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.HostSiaPolicy is object and mod.SiaPolicy.__bases__ == (object,)
+    assert mod.restart_penalty_of("imagenet-3") == 250.0 and mod.restart_penalty_of("ncf-1") == 30.0
+
+
+def test_an_unprofiled_type_is_priced_by_projection_so_no_pool_stays_idle(policy):
+    """Three jobs profiled only on the slow type; the fast type (2x by Sia's ratios) has no profile for
+    any. Projected, both pools are used in full; the old offer (one replica at the slowest rate) left the
+    fast pool idle but for single replicas."""
+    nodes = node_infos({"rtx": (1, 4), "dgx": (1, 8)})
+    infos = {}
+    for i in range(3):
+        info = job_info(f"cifar10-{i}", ["rtx", "dgx"], {"rtx": GoodputSpeedup(0.05, 0.2, 10.0)},
+                        {"rtx": 8, "dgx": 1}, age=200.0 - i, tput={"rtx": 10.0, "dgx": 20.0})
+        info.share_max = True
+        infos[f"cifar10-{i}"] = info
+    p = SiaPolicy(client=policy.client, share_max_replicas=True)
+    alloc = p.optimize(infos, nodes, {})
+    accept(alloc, infos, nodes)
+    assert sum(len(a) for c, a in alloc.values() if c == "dgx") == 8, alloc  # the fast pool in full
+    assert sum(len(a) for c, a in alloc.values() if c == "rtx") == 4, alloc
+
+
+def test_a_job_profiled_nowhere_starts_on_its_fastest_type(policy):
+    nodes = node_infos({"rtx": (1, 8), "dgx": (1, 8)})
+    infos = {"bert-0": job_info("bert-0", ["rtx", "dgx"], {}, {"rtx": 1, "dgx": 1}, tput={"rtx": 1.0, "dgx": 3.0})}
+    assert policy.optimize(infos, nodes, {}) == {"bert-0": ("dgx", [0])}
+    alike = SiaPolicy(client=policy.client, first_by_throughput=False).build_request(infos, nodes, {})[0]
+    assert len({o["value"] for o in alike["jobs"][0]["options"]}) == 1  # Sia: one unit valued alike
+
+
+def test_the_restart_penalty_is_sias_per_model_one(policy):
+    """One GPU now, two on offer at speedup 1.6: a cifar10 job (delta 30 s, factor 300/330) rescales, an
+    imagenet job (delta 250 s, factor 300/550) of the same age does not."""
+    nodes = node_infos({"rtx": (1, 2)})
+    fn = GoodputSpeedup(0.25, 0.0, 1.0)  # 2 replicas: 2 / 1.25 = 1.6
+    for name, grows in (("cifar10-0", True), ("imagenet-0", False)):
+        infos = {name: job_info(name, ["rtx"], {"rtx": fn}, {"rtx": 2}, age=300.0)}
+        alloc = policy.optimize(infos, nodes, {name: ("rtx", [0])})
+        assert len(alloc[name][1]) == (2 if grows else 1), (name, alloc)
+    assert policy.penalty_of("imagenet-0") == 250.0 and policy.penalty_of("deepspeech2-1") == 25.0
+
+
+def test_scale_unit_counts_and_the_replicas_asked_for(policy):
+    nodes = node_infos({"dgx": (1, 8)})
+    fn = GoodputSpeedup(0.05, 0.2, 1.0)
+    infos = {"gpt_pmp-0": job_info("gpt_pmp-0", ["dgx"], {"dgx": fn}, {"dgx": 3}, scale_unit={"dgx": 2})}
+    alloc = SiaPolicy(client=policy.client, sia_configs=False).optimize(infos, nodes, {})
+    accept(alloc, infos, nodes)
+    assert len(alloc["gpt_pmp-0"][1]) == 6  # 3 replicas of 2 GPUs
+    assert {r for _, r in fn.points} == {1.0, 2.0, 3.0}  # the speedup is asked for replicas, not GPUs
+
+
+def test_scaling_underway_keeps_the_allocation(policy):
+    nodes = node_infos({"rtx": (1, 4)})
+    fast = GoodputSpeedup(0.01, 0.0, 1.0)
+    infos = {"old": job_info("cifar10-old", ["rtx"], {"rtx": fast}, {"rtx": 4}, age=1000.0),
+             "new": job_info("cifar10-new", ["rtx"], {"rtx": fast}, {"rtx": 4}, age=10.0, scaling_underway=True)}
+    alloc = policy.optimize(infos, nodes, {"new": ("rtx", [0, 0, 0])})
+    accept(alloc, infos, nodes)
+    assert alloc["new"] == ("rtx", [0, 0, 0]) and len(alloc["old"][1]) == 1
+    assert policy.last_response is not None
+
+
+def test_a_rigid_job_gets_its_count_on_its_fastest_type(policy):
+    nodes = node_infos({"rtx": (1, 8), "dgx": (1, 8)})
+    infos = {"ncf-0": job_info("ncf-0", ["rtx", "dgx"], {}, {"rtx": 4, "dgx": 4}, category="rigid",
+                               tput={"rtx": 100.0, "dgx": 300.0})}
+    alloc = policy.optimize(infos, nodes, {})
+    accept(alloc, infos, nodes)
+    assert alloc["ncf-0"] == ("dgx", [0, 0, 0, 0])
+
+
+def test_sias_config_list_on_request(policy):
+    nodes = node_infos({"dgx": (2, 8)})
+    fn = GoodputSpeedup(0.05, 0.2, 1.0)
+    infos = {"bert-0": job_info("bert-0", ["dgx"], {"dgx": fn}, {"dgx": 6})}
+    assert len(policy.optimize(infos, nodes, {})["bert-0"][1]) == 4  # Sia's 1, 2, 4, 8, 16: at most 6 -> 4
+    every = SiaPolicy(client=policy.client, sia_configs=False)
+    assert len(every.optimize(infos, nodes, {})["bert-0"][1]) == 6  # every count
+
+
+def test_a_call_that_ends_at_the_limit_without_an_allocation_keeps_everyone_in_place():
+    class LimitClient:
+        def request(self, doc):
+            assert doc["time_limit_s"] == 10.0  # bounded by default
+            return {"ok": True, "status": "limit", "allocation": {}, "message": "time limit"}
+
+    nodes = node_infos({"rtx": (1, 4)})
+    fn = GoodputSpeedup(0.05, 0.2, 1.0)
+    infos = {k: job_info(k, ["rtx"], {"rtx": fn}, {"rtx": 4}) for k in ("a", "b")}
+    alloc = SiaPolicy(client=LimitClient()).optimize(infos, nodes, {"a": ("rtx", [0, 0])})
+    assert alloc == {"a": ("rtx", [0, 0]), "b": (None, ())}

@@ -14,7 +14,7 @@ import pytest
 from elasticopt import solve
 from elasticopt.generate import generate_instance
 from elasticopt.models import problem_from_dict
-from elasticopt.models.instance_v2 import problem_to_dict_2
+from elasticopt.models.instance_format2 import problem_to_dict_2
 from elasticopt.service import AllocationService
 
 from service_helpers import ROOT, check_response

@@ -1,0 +1,93 @@
+"""validation/sia_simulator.py on a fake checkout laid out as the real artifact (tests/integrations/fake_hosts.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fake_hosts import sia_checkout
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "validation" / "sia_simulator.py"
+_spec = importlib.util.spec_from_file_location("sia_simulator", SCRIPT)
+ss = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ss)  # type: ignore[union-attr]
+hr = sys.modules["host_runs"]
+
+
+def _rows(out: str, workload: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in out[out.index(f"### {workload}"):].splitlines()[4:]:
+        if not line.startswith("| "):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells
+    return rows
+
+
+def test_help_runs():
+    out = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "--simulator" in out.stdout and "run_experiment.sh" in out.stdout
+
+
+def test_a_relative_checkout_to_a_table_drop_in_and_sias_own(tmp_path, monkeypatch, capsys):
+    """The --help command: the drop-in passes Sia's isinstance dispatch (a subclass of the checkout's SiaPolicy),
+    Sia's own policy runs unreplaced, both on the first 8 jobs, with the run_experiment.sh settings."""
+    sim = sia_checkout(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    rc = ss.main(["--simulator", "sia-simulator", "--python", sys.executable, "--out", str(tmp_path / "o")])
+    res = capsys.readouterr()
+    out = res.out
+    assert rc == 0, res.err
+    rows = _rows(out, "saturn-workload-1-first8")
+    assert set(rows) == {"elasticopt", "sia"}
+    for name in rows:
+        log = hr.read_log(tmp_path / "o" / name / "saturn-workload-1-first8.log")
+        s = hr.summarize(log)
+        assert rows[name][1] == "8/8" and float(rows[name][2]) == pytest.approx(s["mean_jct_s"], abs=0.5)
+        assert int(rows[name][7]) > 0  # optimize calls timed
+    stdout = (tmp_path / "o" / "elasticopt" / "saturn-workload-1-first8.stdout").read_text()
+    assert "unsupported policy" not in stdout
+    assert float(rows["sia"][-1]) == pytest.approx(1.0)
+    assert not any(p.suffix == ".log" for p in sim.rglob("*"))  # nothing written into the checkout
+    assert "Policy calls over all workloads: elasticopt:" in out and "; sia:" in out
+
+
+def test_all_jobs_of_several_workloads_and_published_logs(tmp_path, capsys):
+    sim = sia_checkout(tmp_path)
+    rc = ss.main(["--simulator", str(sim), "--python", sys.executable, "--workloads", "saturn/*.csv", "--jobs", "0",
+                  "--policies", "sia", "--out", str(tmp_path / "o")])
+    assert rc == 0
+    capsys.readouterr()
+    rc = ss.main(["--simulator", str(sim), "--python", sys.executable, "--workloads", "saturn/workload-2.csv",
+                  "--jobs", "0", "--policies", "sia", "--reuse", "--published", str(tmp_path / "o" / "sia"),
+                  "--out", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    rows = _rows(out, "saturn-workload-2")
+    assert rows["sia"][1] == "12/12" and rows["published"][2:7] == rows["sia"][2:7]
+
+
+def test_bad_inputs_are_clear_errors(tmp_path, capsys):
+    sim = sia_checkout(tmp_path)
+    assert ss.main(["--simulator", str(tmp_path), "--python", sys.executable]) == 2
+    assert "multi_simulator.py" in capsys.readouterr().err
+    assert ss.main(["--simulator", str(sim), "--python", sys.executable, "--workloads", "x/*.csv"]) == 2
+    assert "nothing matches" in capsys.readouterr().err
+    assert ss.main(["--simulator", str(sim), "--python", sys.executable, "--policies", "pollux"]) == 2
+    assert "unknown ['pollux']" in capsys.readouterr().err
+
+
+def test_dropin_options_reach_the_drop_in(tmp_path, capsys):
+    sim = sia_checkout(tmp_path)
+    base = ["--simulator", str(sim), "--python", sys.executable, "--jobs", "3", "--policies", "elasticopt",
+            "--out", str(tmp_path / "o")]
+    assert ss.main(base + ["--dropin-options", '{"p_fairness": 2}']) == 2  # over the host's -0.5: refused
+    assert "p_fairness must be <= 1, got 2" in capsys.readouterr().err
+    assert ss.main(base + ["--dropin-options", "[1]"]) == 2
+    assert "expected a JSON object" in capsys.readouterr().err
+    assert ss.main(base + ["--dropin-options", '{"sia_configs": false}']) == 0
