@@ -235,7 +235,7 @@ def table_from_flat(flat: FlatOptions, sel: np.ndarray | None = None, clip: bool
     )
 
 
-def compile_problem(problem: Problem) -> OptionTable:
+def compile_problem(problem: Problem, keep: Any = None) -> OptionTable:
     """Compile a problem to its canonical integer option table (docs/design.md §2).
 
     Options are every feasible (type, k, b[, packed]) with k <= the type's
@@ -251,6 +251,8 @@ def compile_problem(problem: Problem) -> OptionTable:
     ----------
     problem
         The problem to compile.
+    keep
+        Optional restriction ``keep(rows) -> mask`` of the options (``compile_flat``'s).
 
     Returns
     -------
@@ -258,4 +260,4 @@ def compile_problem(problem: Problem) -> OptionTable:
         The unreduced table (see :func:`elasticopt.models.reduce_table`, and
         :func:`elasticopt.models.reductions.compile_reduced` for both in one pass).
     """
-    return table_from_flat(compile_flat(problem))
+    return table_from_flat(compile_flat(problem, keep))
