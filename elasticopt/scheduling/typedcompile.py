@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from elasticopt.models import Cluster, Problem, compile_problem
+from elasticopt.models import Cluster, Job, Problem, compile_problem
 from elasticopt.models.objectives import OptionRows
 from elasticopt.models.table import OptionTable
 from elasticopt.scheduling.hysteresis import Hysteresis
@@ -47,6 +47,24 @@ class TypedCompile:
 
     def __init__(self) -> None:
         self._wrap: dict[int, tuple[Any, RestrictedThroughput]] = {}
+        # job id -> (what to_model_job reads of its state, the model Job): a job whose state did not change
+        # since the last decision (a queued job) keeps its Job; only the active jobs' entries are kept
+        self._jobs: dict[str, tuple[tuple, Job]] = {}
+
+    def _model_jobs(self, jobs: Sequence[JobState], restricted: list[bool], node_aware: bool) -> tuple[Job, ...]:
+        old, new = self._jobs, {}
+        wrap = self._wrapper
+        out = []
+        for st, r in zip(jobs, restricted):
+            key = (st.spec, r, st.gpus, st.batch, st.gpu_type, st.placed if node_aware else None,
+                   st.remaining_samples)
+            hit = old.get(st.spec.id)
+            if hit is None or hit[0][0] is not st.spec or hit[0][1:] != key[1:]:
+                hit = (key, to_model_job(st, None, nodes=node_aware, models=wrap if r else None))
+            new[st.spec.id] = hit
+            out.append(hit[1])
+        self._jobs = new
+        return tuple(out)
 
     def _wrapper(self, model: Any) -> RestrictedThroughput:
         hit = self._wrap.get(id(model))
@@ -84,10 +102,8 @@ class TypedCompile:
         fixed_batch
             Keep only options at each job's submitted batch (a running job's current option always stays).
         """
-        wrap = self._wrapper
         restricted = [fixed_batch or (hysteresis is not None and st.is_running) for st in jobs]
-        model_jobs = tuple(to_model_job(st, None, nodes=node_aware, models=wrap if r else None)
-                           for st, r in zip(jobs, restricted))
+        model_jobs = self._model_jobs(jobs, restricted, node_aware)
         problem = Problem(cluster=cluster, jobs=model_jobs, objective=objective, allow_preemption=allow_preemption,
                           rescale_penalty=rescale_penalty, priority=priority, node_aware=node_aware)
         if not any(restricted):
