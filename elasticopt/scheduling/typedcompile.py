@@ -21,6 +21,8 @@ The one-pool case keeps its own faster assembly (:class:`~elasticopt.scheduling.
 
 from __future__ import annotations
 
+import copy
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,17 +54,26 @@ class TypedCompile:
         self._jobs: dict[str, tuple[tuple, Job]] = {}
 
     def _model_jobs(self, jobs: Sequence[JobState], restricted: list[bool], node_aware: bool) -> tuple[Job, ...]:
+        """``to_model_job`` of every job, re-using last decision's Job where only the remaining work changed."""
         old, new = self._jobs, {}
         wrap = self._wrapper
         out = []
         for st, r in zip(jobs, restricted):
-            key = (st.spec, r, st.gpus, st.batch, st.gpu_type, st.placed if node_aware else None,
-                   st.remaining_samples)
-            hit = old.get(st.spec.id)
-            if hit is None or hit[0][0] is not st.spec or hit[0][1:] != key[1:]:
-                hit = (key, to_model_job(st, None, nodes=node_aware, models=wrap if r else None))
-            new[st.spec.id] = hit
-            out.append(hit[1])
+            spec = st.spec
+            rem = st.remaining_samples
+            key = (spec, r, st.gpus, st.batch, st.gpu_type, st.placed if node_aware else None)
+            hit = old.get(spec.id)
+            if hit is None or hit[0][0] is not spec or hit[0][1:] != key[1:] or not math.isfinite(rem):
+                job = to_model_job(st, None, nodes=node_aware, models=wrap if r else None)
+            else:
+                job = hit[1]
+                if job.remaining_samples != (rem if rem > 0 else None):
+                    # a running job that did not change: the same Job but for its remaining work (a finite
+                    # number, checked above; 0 is None, as to_model_job writes it), no need to validate it again
+                    job = copy.copy(job)
+                    object.__setattr__(job, "remaining_samples", rem if rem > 0 else None)
+            new[spec.id] = (key, job)
+            out.append(job)
         self._jobs = new
         return tuple(out)
 
