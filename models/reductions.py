@@ -22,6 +22,7 @@ vectorised over all options at once.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -200,7 +201,7 @@ def _stats(stats, before: int, after: int, cap_before: int, cap_after: int) -> d
     return out
 
 
-def compile_reduced(problem: Problem) -> OptionTable:
+def compile_reduced(problem: Problem, keep: Any = None) -> OptionTable:
     """``reduce_table(compile_problem(problem))`` in one pass, the table built once at its reduced size.
 
     The reductions run on the flat options (:func:`~elasticopt.models.flat.compile_flat`)
@@ -211,13 +212,15 @@ def compile_reduced(problem: Problem) -> OptionTable:
     ----------
     problem
         The problem to compile.
+    keep
+        Optional restriction ``keep(rows) -> mask`` of the options (``compile_flat``'s).
 
     Returns
     -------
     OptionTable
         The reduced table (all three reductions).
     """
-    flat = compile_flat(problem)
+    flat = compile_flat(problem, keep)
     f = flat.rows
     sel = _keep_index(f.job, f.gpu_type, f.gpus, f.packed, flat.utility, flat.is_current,
                       flat.idle_allowed, _node_sizes(flat.pools), True, True)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from elasticopt.models import compile_problem
+from elasticopt.models.reductions import compile_reduced
 from elasticopt.scheduling import SimulationConfig, simulate
 from elasticopt.scheduling.workload_generator import generate_workload
 from elasticopt.scheduling.hysteresis import Hysteresis
@@ -27,13 +28,16 @@ def assert_same_table(fast, slow):
         assert np.array_equal(a, b), name
 
 
-def checking(cls):
+def checking(cls, reduced=False):
     class Checked(cls):
         checked = 0
 
         def allocate(self, snapshot):
             if snapshot.jobs:
                 assert_same_table(self.build_table(snapshot), compile_problem(self.build_problem(snapshot)))
+                if reduced:  # what the policy solves: the table solve() compiles and reduces from the problem
+                    assert_same_table(self._typed_table(snapshot, reduced=True),
+                                      compile_reduced(self.build_problem(snapshot)))
                 type(self).checked += 1
             return super().allocate(snapshot)
 
@@ -122,7 +126,7 @@ def test_incremental_table_equals_compiled_table_on_several_types_and_node_aware
 
     cl = cluster_preset(cluster)
     jobs = generate_hetero_workload(40, cl, 1.5, seed=4)
-    pol = checking(cls)(objective=objective, hysteresis=rule, priority="srpt", node_aware=node_aware)
+    pol = checking(cls, reduced=True)(objective=objective, hysteresis=rule, priority="srpt", node_aware=node_aware)
     assert pol._uses_cache(cl) and not pol._uses_one_pool_cache(cl)
     cfg = SimulationConfig(gpus=cl.gpus, cluster=cl, node_aware=node_aware, progress=progress, hysteresis=rule)
     res = simulate(jobs, pol, cfg)

@@ -30,6 +30,7 @@ import numpy as np
 
 from elasticopt.models import Cluster, Job, Problem, compile_problem
 from elasticopt.models.objectives import OptionRows
+from elasticopt.models.reductions import compile_reduced
 from elasticopt.models.table import OptionTable
 from elasticopt.scheduling.hysteresis import Hysteresis
 from elasticopt.scheduling.state import JobState, RestrictedThroughput, to_model_job
@@ -97,6 +98,7 @@ class TypedCompile:
         priority: tuple[str, ...] | None = None,
         allow_preemption: bool = False,
         node_aware: bool = False,
+        reduced: bool = False,
     ) -> OptionTable:
         """The option table of the problem :class:`~elasticopt.scheduling.policies.elastic.ElasticPolicy` builds.
 
@@ -112,14 +114,17 @@ class TypedCompile:
             Drop the changes of running jobs this rule does not allow (None: keep all).
         fixed_batch
             Keep only options at each job's submitted batch (a running job's current option always stays).
+        reduced
+            Return the reduced table (``compile_reduced``, what ``solve`` builds from the problem) instead.
         """
         restricted = [fixed_batch or (hysteresis is not None and st.is_running) for st in jobs]
         model_jobs = self._model_jobs(jobs, restricted, node_aware)
         problem = Problem(cluster=cluster, jobs=model_jobs, objective=objective, allow_preemption=allow_preemption,
                           rescale_penalty=rescale_penalty, priority=priority, node_aware=node_aware)
+        compile = compile_reduced if reduced else compile_problem
         if not any(restricted):
-            return compile_problem(problem)
-        return compile_problem(problem, keep=lambda rows: _keep(rows, jobs, restricted, hysteresis, fixed_batch))
+            return compile(problem)
+        return compile(problem, keep=lambda rows: _keep(rows, jobs, restricted, hysteresis, fixed_batch))
 
 
 def _keep(rows: OptionRows, jobs: Sequence[JobState], restricted: list[bool], rule: Hysteresis | None,

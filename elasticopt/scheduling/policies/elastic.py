@@ -157,17 +157,7 @@ class ElasticPolicy:
         :meth:`allocate` (tables of several types or with packed options always have them).
         """
         if not self._uses_one_pool_cache(snapshot.cluster):
-            return self._typed.table(
-                snapshot.jobs,
-                snapshot.cluster,
-                objective=self.objective,
-                hysteresis=self.hysteresis if self.payback else None,
-                fixed_batch=self.fixed_batch,
-                rescale_penalty=self.rescale_penalty,
-                priority=priority_order(snapshot, self.priority),
-                allow_preemption=self.allow_preemption,
-                node_aware=self.node_aware,
-            )
+            return self._typed_table(snapshot)
         return self._cache.table(
             snapshot.jobs,
             snapshot.cluster,
@@ -178,6 +168,20 @@ class ElasticPolicy:
             priority=priority_order(snapshot, self.priority),
             allow_preemption=self.allow_preemption,
             nodes=nodes,
+        )
+
+    def _typed_table(self, snapshot: Snapshot, reduced: bool = False):
+        return self._typed.table(
+            snapshot.jobs,
+            snapshot.cluster,
+            objective=self.objective,
+            hysteresis=self.hysteresis if self.payback else None,
+            fixed_batch=self.fixed_batch,
+            rescale_penalty=self.rescale_penalty,
+            priority=priority_order(snapshot, self.priority),
+            allow_preemption=self.allow_preemption,
+            node_aware=self.node_aware,
+            reduced=reduced,
         )
 
     def build_problem(self, snapshot: Snapshot) -> Problem:
@@ -206,12 +210,17 @@ class ElasticPolicy:
             return Allocation({}, info={"solver": self.solver})
         t0 = time.perf_counter()
         cached = self._uses_one_pool_cache(snapshot.cluster)
-        if self._uses_cache(snapshot.cluster):
-            problem = self.build_table(snapshot, nodes=not cached)
+        options = self.solver_options
+        if cached:
+            problem = self.build_table(snapshot, nodes=False)
+        elif self._uses_cache(snapshot.cluster):  # the reduced table solve would compile from the problem
+            reduce = bool(options.get("reduce", True))
+            problem = self._typed_table(snapshot, reduced=reduce)
+            options = {**options, "reduce": False}
         else:
             problem = self.build_problem(snapshot)
         build_s = time.perf_counter() - t0
-        sol = solve(problem, self.solver, time_limit_s=self.time_limit_s, **self.solver_options)
+        sol = solve(problem, self.solver, time_limit_s=self.time_limit_s, **options)
         if sol.status not in (Status.OPTIMAL, Status.FEASIBLE) and not (
             sol.status is Status.LIMIT and sol.allocation
         ):
