@@ -144,22 +144,26 @@ def _keep(rows: OptionRows, jobs: Sequence[JobState], restricted: list[bool], ru
     ok = np.ones(j.size, bool)
     if fixed_batch:
         ok &= b == a[j, 4]
-    if rule is not None:
-        running = np.array([st.is_running for st in jobs], bool)
-        since = np.array([np.inf if st.since_rescale_s is None else st.since_rescale_s for st in jobs])
-        rem = np.array([st.remaining_samples for st in jobs])
-        cost = np.array([st.restart_cost_s if st.is_running else 0.0 for st in jobs])
-        rnow = np.array([(st.progress_per_s(st.gpus, st.batch) or 0.0) if st.is_running else 0.0 for st in jobs])
-        good = np.array([st.progress == "goodput" and st.spec.statistical_efficiency is not None for st in jobs],
-                        bool)
+    run = [i for i, st in enumerate(jobs) if st.is_running]
+    if rule is not None and run:
+        # per running job: remaining work, restart cost, seconds since its last change (inf: never), progress
+        # rate now (0 where unknown), whether progress counts effective samples
+        per = np.array([(st.remaining_samples, st.restart_cost_s,
+                         np.inf if st.since_rescale_s is None else st.since_rescale_s,
+                         st.progress_per_s(st.gpus, st.batch) or 0.0,
+                         st.progress == "goodput" and st.spec.statistical_efficiency is not None)
+                        for st in map(jobs.__getitem__, run)], dtype=np.float64).reshape(len(run), 5)
+        pos = np.full(n, -1, np.int64)
+        pos[run] = np.arange(len(run))
+        at = np.flatnonzero(pos[j] >= 0)  # the running jobs' options
+        jr = pos[j[at]]
         # the rule's progress rate of each option: samples/s of the job's (unrestricted, not node-aware) model on
         # its type, which the wrapped rows carry, times E(b) under goodput accounting
-        rate = rows.samples_per_s.copy()
-        g = np.flatnonzero(good[j] & running[j])
-        for i in g.tolist():
-            rate[i] = rate[i] * float(jobs[j[i]].spec.statistical_efficiency(int(b[i])))
-        sel = running[j]
-        allowed = rule.allows_array(k[:, None].astype(np.float64), rate[:, None], a[j, 1].astype(np.float64),
-                                    rem[j], cost[j], rnow[j], sel, since[j])[:, 0]
-        ok &= ~sel | allowed
+        rate = rows.samples_per_s[at]
+        for i in np.flatnonzero(per[jr, 4] > 0).tolist():
+            rate[i] = rate[i] * float(jobs[int(j[at[i]])].spec.statistical_efficiency(int(b[at[i]])))
+        allowed = rule.allows_array(k[at][:, None].astype(np.float64), rate[:, None],
+                                    a[run, 1][jr].astype(np.float64), per[jr, 0], per[jr, 1], per[jr, 3],
+                                    np.ones(at.size, bool), per[jr, 2])[:, 0]
+        ok[at] &= allowed
     return ~a[j, 0].astype(bool) | cur | ok
