@@ -204,7 +204,10 @@ class ElasticPolicy:
         GPU total can be placed (docs/design.md §2), and the autoscaler places the jobs itself,
         keeping running ones on their GPUs: the table is solved without its nodes, so no
         placement is computed that nobody reads.  Elsewhere the allocation carries each job's
-        type, packing and the solver's placement (class docstring).
+        type, packing and the solver's placement (class docstring); with ``incremental`` the
+        table solved there is the reduced one ``TypedCompile`` builds, the table ``solve`` would
+        compile and reduce from :meth:`build_problem` (so ``problem_build_s`` includes the
+        reductions and the solver's ``compile_s`` is ~0).
         """
         if not snapshot.jobs:
             return Allocation({}, info={"solver": self.solver})
