@@ -22,11 +22,10 @@ vectorised over all options at once.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
-from elasticopt.models.flat import compile_flat
+from elasticopt.models.flat import Keep, compile_flat
 from elasticopt.models.problem import Problem
 from elasticopt.models.table import OPTION_ARRAYS, OptionTable, table_from_flat
 
@@ -201,7 +200,7 @@ def _stats(stats, before: int, after: int, cap_before: int, cap_after: int) -> d
     return out
 
 
-def compile_reduced(problem: Problem, keep: Any = None) -> OptionTable:
+def compile_reduced(problem: Problem, keep: Keep | None = None) -> OptionTable:
     """``reduce_table(compile_problem(problem))`` in one pass, the table built once at its reduced size.
 
     The reductions run on the flat options (:func:`~elasticopt.models.flat.compile_flat`)
