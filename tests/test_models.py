@@ -170,8 +170,7 @@ def test_compile_is_unchanged_when_the_block_cache_is_cleared(monkeypatch):
 @given(general_problems())
 def test_keep_drops_exactly_the_options_a_job_limit_drops(problem):
     """``compile_problem(problem, keep=...)`` = the problem whose jobs' limits drop the same options:
-    a mask k <= 2 is the table of gpus_max = min(gpus_max, 2) (an idle-free running job keeps its current
-    option only if it is kept)."""
+    a mask k <= 2 is the table of gpus_max = min(gpus_max, 2) (problems without running jobs)."""
     import dataclasses
 
     from hypothesis import assume
