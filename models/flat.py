@@ -10,6 +10,7 @@ the exact reductions drop, so the table is built once, at its reduced size.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -189,7 +190,11 @@ def _current_options(cluster, running: list, run_rows: list[int]) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-def compile_flat(problem: Problem) -> FlatOptions:
+#: A restriction of the options the compiler reads as data: ``keep(rows) -> mask``, True for the options kept.
+Keep = Callable[[OptionRows], np.ndarray]
+
+
+def compile_flat(problem: Problem, keep: Keep | None = None) -> FlatOptions:
     """Every option of every job with its value and integer utility, flat (docs/design.md §2).
 
     Options are every feasible (type, k, b[, packed]) with k <= the type's
@@ -199,6 +204,11 @@ def compile_flat(problem: Problem) -> FlatOptions:
     2**52; with a priority order each option of a job also gets an integer
     bonus below one utility unit (utilities are scaled by B first).
     Everything after the per-job block look-up is vectorised over all options.
+
+    ``keep``, if given, is called once with every option (its ``OptionRows``) and returns a
+    boolean mask: the options where it is False are dropped before anything else is computed
+    (a policy's restriction, e.g. the anti-thrashing rule, as one array operation; the jobs'
+    models stay the shared ones, so their blocks stay cached across compiles).
 
     Raises
     ------
@@ -212,6 +222,11 @@ def compile_flat(problem: Problem) -> FlatOptions:
     jobs = problem.jobs
     n = len(jobs)
     rows = _option_rows(problem)
+    if keep is not None:
+        sel = np.asarray(keep(rows), dtype=bool)
+        if not sel.all():
+            rows = OptionRows(rows.job[sel], rows.gpus[sel], rows.batch[sel], rows.samples_per_s[sel],
+                              rows.gpu_type[sel], rows.packed[sel], types)
     running = list(map(_running, jobs))
     run_rows = [j for j, r in enumerate(running) if r is not None]
     is_cur = current_mask(rows.job, rows.gpu_type, rows.gpus, rows.batch, rows.packed,

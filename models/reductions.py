@@ -25,7 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from elasticopt.models.flat import compile_flat
+from elasticopt.models.flat import Keep, compile_flat
 from elasticopt.models.problem import Problem
 from elasticopt.models.table import OPTION_ARRAYS, OptionTable, table_from_flat
 
@@ -200,7 +200,7 @@ def _stats(stats, before: int, after: int, cap_before: int, cap_after: int) -> d
     return out
 
 
-def compile_reduced(problem: Problem) -> OptionTable:
+def compile_reduced(problem: Problem, keep: Keep | None = None) -> OptionTable:
     """``reduce_table(compile_problem(problem))`` in one pass, the table built once at its reduced size.
 
     The reductions run on the flat options (:func:`~elasticopt.models.flat.compile_flat`)
@@ -211,13 +211,15 @@ def compile_reduced(problem: Problem) -> OptionTable:
     ----------
     problem
         The problem to compile.
+    keep
+        Optional restriction ``keep(rows) -> mask`` of the options (``compile_flat``'s).
 
     Returns
     -------
     OptionTable
         The reduced table (all three reductions).
     """
-    flat = compile_flat(problem)
+    flat = compile_flat(problem, keep)
     f = flat.rows
     sel = _keep_index(f.job, f.gpu_type, f.gpus, f.packed, flat.utility, flat.is_current,
                       flat.idle_allowed, _node_sizes(flat.pools), True, True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from elasticopt.models.flat import DEFAULT_SCALE, MAX_TOTAL, FlatOptions, compile_flat, pick_scale, tie_bonus
+from elasticopt.models.flat import DEFAULT_SCALE, MAX_TOTAL, FlatOptions, Keep, compile_flat, pick_scale, tie_bonus
 from elasticopt.models.objectives import job_values
 from elasticopt.models.problem import Pool, Problem
 
@@ -235,7 +235,7 @@ def table_from_flat(flat: FlatOptions, sel: np.ndarray | None = None, clip: bool
     )
 
 
-def compile_problem(problem: Problem) -> OptionTable:
+def compile_problem(problem: Problem, keep: Keep | None = None) -> OptionTable:
     """Compile a problem to its canonical integer option table (docs/design.md §2).
 
     Options are every feasible (type, k, b[, packed]) with k <= the type's
@@ -251,6 +251,8 @@ def compile_problem(problem: Problem) -> OptionTable:
     ----------
     problem
         The problem to compile.
+    keep
+        Optional restriction ``keep(rows) -> mask`` of the options (``compile_flat``'s).
 
     Returns
     -------
@@ -258,4 +260,4 @@ def compile_problem(problem: Problem) -> OptionTable:
         The unreduced table (see :func:`elasticopt.models.reduce_table`, and
         :func:`elasticopt.models.reductions.compile_reduced` for both in one pass).
     """
-    return table_from_flat(compile_flat(problem))
+    return table_from_flat(compile_flat(problem, keep))

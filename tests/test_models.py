@@ -165,3 +165,26 @@ def test_compile_is_unchanged_when_the_block_cache_is_cleared(monkeypatch):
     options._CACHE.clear()
     for _ in range(2):  # the first compile fills the cache past its limit, the second starts from empty
         _assert_same_table(compile_problem(problem), ref)
+
+
+@given(general_problems())
+def test_keep_drops_exactly_the_options_a_job_limit_drops(problem):
+    """``compile_problem(problem, keep=...)`` = the problem whose jobs' limits drop the same options:
+    a mask k <= 2 is the table of gpus_max = min(gpus_max, 2) (problems without running jobs)."""
+    import dataclasses
+
+    from hypothesis import assume
+
+    assume(all(j.running is None for j in problem.jobs))  # (a Running above the limit: another table's case)
+    capped = dataclasses.replace(problem, jobs=tuple(
+        dataclasses.replace(j, gpus_max=2 if j.gpus_max is None else min(j.gpus_max, 2)) for j in problem.jobs
+        if j.gpus_min <= 2))
+    assume(len(capped.jobs) == len(problem.jobs) and problem.jobs)
+    a = compile_problem(problem, keep=lambda rows: rows.gpus <= 2)
+    b = compile_problem(capped)
+    for name in ("gpus", "batch", "utility", "value", "samples_per_s", "valid", "gpu_type", "packed",
+                 "current_option", "idle_allowed"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert (a.scale, a.tie_scale, a.stats) == (b.scale, b.tie_scale, b.stats)
+    assert np.array_equal(compile_reduced(problem, keep=lambda rows: rows.gpus <= 2).utility,
+                          compile_reduced(capped).utility)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from elasticopt.models import compile_problem
+from elasticopt.models.reductions import compile_reduced
 from elasticopt.scheduling import SimulationConfig, simulate
 from elasticopt.scheduling.workload_generator import generate_workload
 from elasticopt.scheduling.hysteresis import Hysteresis
@@ -27,13 +28,16 @@ def assert_same_table(fast, slow):
         assert np.array_equal(a, b), name
 
 
-def checking(cls):
+def checking(cls, reduced=False):
     class Checked(cls):
         checked = 0
 
         def allocate(self, snapshot):
             if snapshot.jobs:
                 assert_same_table(self.build_table(snapshot), compile_problem(self.build_problem(snapshot)))
+                if reduced:  # what the policy solves: the table solve() compiles and reduces from the problem
+                    assert_same_table(self._typed_table(snapshot, reduced=True),
+                                      compile_reduced(self.build_problem(snapshot)))
                 type(self).checked += 1
             return super().allocate(snapshot)
 
@@ -103,3 +107,48 @@ def test_policy_solves_the_table_without_nodes_and_only_placement_is_left_out():
 
     res = simulate(generate_workload(40, 16, 1.5, seed=2), Both(), SimulationConfig(gpus=16, gpus_per_node=4))
     assert res.metrics.completed == 40 and len(checked) >= 40
+
+
+@pytest.mark.parametrize(
+    "cls, cluster, node_aware, objective, progress, rule",
+    [
+        (ElasticPolicy, "sia-64", True, "speedup", "samples", Hysteresis(min_interval_restarts=15.0)),
+        (ElasticPolicy, "sia-64", False, "goodput", "goodput", Hysteresis(min_gain=0.1, payback_factor=2.0)),
+        (ElasticPolicy, "k80:2x4,p100:3x8,v100:4x2", True, "throughput", "goodput", Hysteresis()),
+        (FixedBatchPolicy, "k80:2x4,p100:3x8,v100:4x2", True, "speedup", "samples", Hysteresis(min_gain=0.2)),
+        (ElasticPolicy, "a100:4x4", True, "completion", "samples", Hysteresis()),
+    ],
+)
+def test_incremental_table_equals_compiled_table_on_several_types_and_node_aware(cls, cluster, node_aware,
+                                                                                  objective, progress, rule):
+    """Several GPU types and node-aware (packed) profiles: the incremental table is the compiled one."""
+    from elasticopt.scheduling.hetero import cluster_preset, generate_hetero_workload
+
+    cl = cluster_preset(cluster)
+    jobs = generate_hetero_workload(40, cl, 1.5, seed=4)
+    pol = checking(cls, reduced=True)(objective=objective, hysteresis=rule, priority="srpt", node_aware=node_aware)
+    assert pol._uses_cache(cl) and not pol._uses_one_pool_cache(cl)
+    cfg = SimulationConfig(gpus=cl.gpus, cluster=cl, node_aware=node_aware, progress=progress, hysteresis=rule)
+    res = simulate(jobs, pol, cfg)
+    assert res.metrics.completed == 40
+    assert type(pol).checked >= 40
+
+
+@pytest.mark.parametrize("node_aware", [True, False])
+def test_incremental_and_compiled_paths_give_the_same_run_on_several_types(node_aware):
+    from elasticopt.scheduling.hetero import cluster_preset, generate_hetero_workload
+
+    cl = cluster_preset("sia-64")
+    jobs = generate_hetero_workload(40, cl, 1.5, seed=6)
+    cfg = SimulationConfig(gpus=cl.gpus, cluster=cl, node_aware=node_aware)
+    a = simulate(jobs, ElasticPolicy(incremental=True, node_aware=node_aware), cfg)
+    b = simulate(jobs, ElasticPolicy(incremental=False, node_aware=node_aware), cfg)
+    assert [(r.job_id, r.completion_s, r.rescales, r.final_gpus) for r in a.records] == [
+        (r.job_id, r.completion_s, r.rescales, r.final_gpus) for r in b.records
+    ]
+    import dataclasses
+
+    def figures(m):  # everything but the wall times of the decisions
+        return {k: v for k, v in dataclasses.asdict(m).items() if not k.startswith(("decision_s", "solver_s"))}
+
+    assert figures(a.metrics) == figures(b.metrics)

@@ -301,7 +301,8 @@ def cached(model: Any) -> Any:
     return model if isinstance(model, CachedThroughput) else CachedThroughput(model)
 
 
-def to_model_job(state: JobState, allowed: Callable[..., bool] | None = None, nodes: bool = False) -> Job:
+def to_model_job(state: JobState, allowed: Callable[..., bool] | None = None, nodes: bool = False,
+                 models: Callable[[Any], Any] | None = None) -> Job:
     """The :class:`elasticopt.models.Job` of an active job (docs/design.md §2).
 
     Parameters
@@ -314,6 +315,10 @@ def to_model_job(state: JobState, allowed: Callable[..., bool] | None = None, no
     nodes
         Give a running job's nodes (``Running.nodes``: its current option is packed iff they are
         the fewest), for node-aware problems.
+    models
+        Optionally, what to give the job instead of each of its throughput models (``models(m)``,
+        applied after ``allowed``'s restriction): the incremental compile gives a restricted job a
+        shared wrapper per model, and its restriction as a mask (:mod:`elasticopt.scheduling.typedcompile`).
     """
     spec = state.spec
     cur = state.allocation
@@ -321,13 +326,15 @@ def to_model_job(state: JobState, allowed: Callable[..., bool] | None = None, no
         model: object = spec.throughput
         if allowed is not None:
             model = RestrictedThroughput(model, lambda k, b: (k, b) == cur or allowed(k, b))
+        if models is not None:
+            model = models(model)
     else:
         model = {}
         for t, m in spec.throughputs.items():
             if allowed is not None:
                 now = cur if t == state.gpu_type else None
                 m = RestrictedThroughput(m, lambda k, b, t=t, now=now: (k, b) == now or allowed(k, b, t))
-            model[t] = m  # type: ignore[index]
+            model[t] = m if models is None else models(m)  # type: ignore[index]
     running = None
     if state.is_running:
         where = tuple(n for n, _ in state.placed[1]) if (nodes and state.placed) else None

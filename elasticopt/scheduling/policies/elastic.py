@@ -14,6 +14,7 @@ from elasticopt.scheduling.optioncache import OptionCache, vector_values
 from elasticopt.scheduling.policies.base import priority_order, register_policy
 from elasticopt.scheduling.actions import Placed
 from elasticopt.scheduling.state import Allocation, JobState, Snapshot, to_model_job
+from elasticopt.scheduling.typedcompile import TypedCompile
 from elasticopt.solvers import Status, solve
 
 __all__ = ["ElasticPolicy", "payback_filter", "solution_nodes"]
@@ -68,9 +69,12 @@ class ElasticPolicy:
         the autoscaler's, so the solver does not plan changes it would veto.
     incremental
         Assemble the option table from per-job cached options
-        (:class:`~elasticopt.scheduling.optioncache.OptionCache`; the same
-        table as compiling the problem, faster at every event).  Used only
-        where ``option_filter`` is this class's or the fixed-batch one.
+        (:class:`~elasticopt.scheduling.optioncache.OptionCache` on one pool;
+        :class:`~elasticopt.scheduling.typedcompile.TypedCompile`, the model's
+        compiler with its blocks kept and the filter as a mask, on several
+        GPU types or with ``node_aware``; the same table as compiling the
+        problem, faster at every event).  Used only where ``option_filter``
+        is this class's or the fixed-batch one.
     allow_preemption
         Whether running jobs may be sent back to the queue.
     time_limit_s
@@ -127,6 +131,7 @@ class ElasticPolicy:
         self.due_weight = float(due_weight)
         self._cache = OptionCache()
         self._queue = 0.0  # the queue's waiting value at the decision being built (hysteresis.queue_value)
+        self._typed = TypedCompile()
 
     #: Whether every job keeps its submitted batch (the fixed-batch baseline).
     fixed_batch = False
@@ -163,17 +168,32 @@ class ElasticPolicy:
         """
         return self.rescale_penalty * self.hysteresis.yield_factor(self._queue)
 
-    def _uses_cache(self, cluster=None) -> bool:
-        f = type(self).option_filter
+    def _uses_one_pool_cache(self, cluster=None) -> bool:
+        """Whether the table comes from :class:`OptionCache` (one pool, no packed options, an objective it runs)."""
         one_pool = cluster is None or len(cluster.types) == 1
-        return self.incremental and one_pool and not self.node_aware and getattr(f, "standard", False) and vector_values(self.objective) is not None
+        return (self.incremental and one_pool and not self.node_aware and self._standard_filter()
+                and vector_values(self.objective) is not None)
+
+    def _standard_filter(self) -> bool:
+        return bool(getattr(type(self).option_filter, "standard", False))
+
+    def _uses_cache(self, cluster=None) -> bool:
+        """Whether the table is assembled incrementally (``incremental``): on one pool by :class:`OptionCache`,
+        on several GPU types or node-aware by :class:`TypedCompile` (``cluster`` None: a one-pool cluster)."""
+        if self._uses_one_pool_cache(cluster):
+            return True
+        several = (cluster is not None and len(cluster.types) > 1) or self.node_aware
+        return self.incremental and several and self._standard_filter()
 
     def build_table(self, snapshot: Snapshot, nodes: bool = True):
-        """The option table of the snapshot's problem, from the per-job cache (see ``incremental``).
+        """The option table of the snapshot's problem, assembled incrementally (see ``incremental``).
 
-        ``nodes=False`` leaves out the cluster's nodes (``OptionTable.pools``): see :meth:`allocate`.
+        ``nodes=False`` leaves out the cluster's nodes (``OptionTable.pools``) of a one-pool table: see
+        :meth:`allocate` (tables of several types or with packed options always have them).
         """
         self._queue = queue_value(snapshot.jobs, snapshot.time_s)
+        if not self._uses_one_pool_cache(snapshot.cluster):
+            return self._typed_table(snapshot)
         return self._cache.table(
             self._due_boosted(snapshot),
             snapshot.cluster,
@@ -185,6 +205,22 @@ class ElasticPolicy:
             allow_preemption=self.allow_preemption,
             nodes=nodes,
             queue=self._queue,
+        )
+
+    def _typed_table(self, snapshot: Snapshot, reduced: bool = False):
+        self._queue = queue_value(snapshot.jobs, snapshot.time_s)
+        return self._typed.table(
+            self._due_boosted(snapshot),
+            snapshot.cluster,
+            objective=self.objective,
+            hysteresis=self.hysteresis if self.payback else None,
+            fixed_batch=self.fixed_batch,
+            rescale_penalty=self.penalty_now(),
+            queue=self._queue,
+            priority=priority_order(snapshot, self.priority),
+            allow_preemption=self.allow_preemption,
+            node_aware=self.node_aware,
+            reduced=reduced,
         )
 
     def build_problem(self, snapshot: Snapshot) -> Problem:
@@ -209,18 +245,26 @@ class ElasticPolicy:
         GPU total can be placed (docs/design.md §2), and the autoscaler places the jobs itself,
         keeping running ones on their GPUs: the table is solved without its nodes, so no
         placement is computed that nobody reads.  Elsewhere the allocation carries each job's
-        type, packing and the solver's placement (class docstring).
+        type, packing and the solver's placement (class docstring); with ``incremental`` the
+        table solved there is the reduced one ``TypedCompile`` builds, the table ``solve`` would
+        compile and reduce from :meth:`build_problem` (so ``problem_build_s`` includes the
+        reductions and the solver's ``compile_s`` is ~0).
         """
         if not snapshot.jobs:
             return Allocation({}, info={"solver": self.solver})
         t0 = time.perf_counter()
-        cached = self._uses_cache(snapshot.cluster)
+        cached = self._uses_one_pool_cache(snapshot.cluster)
+        options = self.solver_options
         if cached:
             problem = self.build_table(snapshot, nodes=False)
+        elif self._uses_cache(snapshot.cluster):  # the reduced table solve would compile from the problem
+            reduce = bool(options.get("reduce", True))
+            problem = self._typed_table(snapshot, reduced=reduce)
+            options = {**options, "reduce": False}
         else:
             problem = self.build_problem(snapshot)
         build_s = time.perf_counter() - t0
-        sol = solve(problem, self.solver, time_limit_s=self.time_limit_s, **self.solver_options)
+        sol = solve(problem, self.solver, time_limit_s=self.time_limit_s, **options)
         if sol.status not in (Status.OPTIMAL, Status.FEASIBLE) and not (
             sol.status is Status.LIMIT and sol.allocation
         ):

@@ -1,0 +1,173 @@
+"""Incremental compile for several GPU types and node-aware profiles: the model's compiler, its blocks kept.
+
+Compiling a policy's problem from scratch (``compile_problem(policy.build_problem(snapshot))``)
+gives every restricted job (a running job under the anti-thrashing rule, every job of the
+fixed-batch baseline) a fresh :class:`~elasticopt.scheduling.state.RestrictedThroughput` per
+decision: a new model object, so the compiler's per-model option blocks
+(:func:`elasticopt.models.options.option_blocks`, cached by model) are computed again for it at
+every event, asking the restriction one option at a time.  :class:`TypedCompile` gives a
+restricted job instead one *shared* unrestricted wrapper per model (the same options as the
+fresh restriction before it drops any: a ``RestrictedThroughput`` that allows every option), so
+its blocks are the cached ones, and passes the restriction to the model's compiler as data, a
+mask over all options at once (``compile_problem(problem, keep=...)``): the fixed batch, the
+current option kept, and the anti-thrashing rule in its array form
+(:meth:`~elasticopt.scheduling.hysteresis.Hysteresis.allows_array`).  Everything else (values,
+utilities, the current option, layout) is the model compiler's own, so the table is the slow
+path's, entry for entry (``tests/test_scheduling_incremental.py`` checks it at every decision of
+heterogeneous and node-aware simulations).
+
+The one-pool case keeps its own faster assembly (:class:`~elasticopt.scheduling.optioncache.OptionCache`).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from elasticopt.models import Cluster, Job, Problem, compile_problem
+from elasticopt.models.objectives import OptionRows
+from elasticopt.models.reductions import compile_reduced
+from elasticopt.models.table import OptionTable
+from elasticopt.scheduling.hysteresis import Hysteresis
+from elasticopt.scheduling.state import JobState, RestrictedThroughput, to_model_job
+
+__all__ = ["TypedCompile"]
+
+
+def _every(k: int, b: int, gpu_type: str | None = None) -> bool:
+    return True
+
+
+class TypedCompile:
+    """The restricted jobs' shared wrappers, and the problem and option table of a decision (module docstring)."""
+
+    #: Wrappers kept before they are all dropped (a job's wrapper is re-made, once, after that).
+    MAX_WRAPPERS = 1 << 14
+
+    def __init__(self) -> None:
+        self._wrap: dict[int, tuple[Any, RestrictedThroughput]] = {}
+        # job id -> (what to_model_job reads of its state, the model Job): a job whose state did not change
+        # since the last decision (a queued job) keeps its Job; only the active jobs' entries are kept
+        self._jobs: dict[str, tuple[tuple, Job]] = {}
+
+    def _model_jobs(self, jobs: Sequence[JobState], restricted: list[bool], node_aware: bool) -> tuple[Job, ...]:
+        """``to_model_job`` of every job, re-using last decision's Job where only the remaining work changed."""
+        old, new = self._jobs, {}
+        wrap = self._wrapper
+        out = []
+        for st, r in zip(jobs, restricted):
+            spec = st.spec
+            rem = st.remaining_samples
+            key = (spec, r, st.gpus, st.batch, st.gpu_type, st.placed if node_aware else None)
+            hit = old.get(spec.id)
+            if hit is None or hit[0][0] is not spec or hit[0][1:] != key[1:] or not math.isfinite(rem):
+                job = to_model_job(st, None, nodes=node_aware, models=wrap if r else None)
+            else:
+                job = hit[1]
+                if job.remaining_samples != (rem if rem > 0 else None):
+                    # a running job that did not change: the same Job but for its remaining work (a finite
+                    # number, checked above; 0 is None, as to_model_job writes it), no need to validate it again
+                    job = copy.copy(job)
+                    object.__setattr__(job, "remaining_samples", rem if rem > 0 else None)
+            new[spec.id] = (key, job)
+            out.append(job)
+        self._jobs = new
+        return tuple(out)
+
+    def _wrapper(self, model: Any) -> RestrictedThroughput:
+        hit = self._wrap.get(id(model))
+        if hit is None or hit[0] is not model:
+            if len(self._wrap) >= self.MAX_WRAPPERS:
+                self._wrap.clear()
+            hit = self._wrap[id(model)] = (model, RestrictedThroughput(model, _every))
+        return hit[1]
+
+    def table(
+        self,
+        jobs: Sequence[JobState],
+        cluster: Cluster,
+        *,
+        objective: str,
+        hysteresis: Hysteresis | None,
+        fixed_batch: bool = False,
+        rescale_penalty: float = 0.0,
+        priority: tuple[str, ...] | None = None,
+        allow_preemption: bool = False,
+        node_aware: bool = False,
+        reduced: bool = False,
+        queue: float = 0.0,
+    ) -> OptionTable:
+        """The option table of the problem :class:`~elasticopt.scheduling.policies.elastic.ElasticPolicy` builds.
+
+        Parameters
+        ----------
+        jobs
+            Active jobs, in problem order.
+        cluster
+            The cluster (any number of GPU types).
+        objective, rescale_penalty, priority, allow_preemption, node_aware
+            As in :class:`~elasticopt.models.Problem`.
+        hysteresis
+            Drop the changes of running jobs this rule does not allow (None: keep all).
+        fixed_batch
+            Keep only options at each job's submitted batch (a running job's current option always stays).
+        reduced
+            Return the reduced table (``compile_reduced``, what ``solve`` builds from the problem) instead.
+        queue
+            The queue's waiting value (:func:`~elasticopt.scheduling.hysteresis.queue_value`), which shortens
+            the rule's shrink cool-down.
+        """
+        restricted = [fixed_batch or (hysteresis is not None and st.is_running) for st in jobs]
+        model_jobs = self._model_jobs(jobs, restricted, node_aware)
+        problem = Problem(cluster=cluster, jobs=model_jobs, objective=objective, allow_preemption=allow_preemption,
+                          rescale_penalty=rescale_penalty, priority=priority, node_aware=node_aware)
+        compile = compile_reduced if reduced else compile_problem
+        if not any(restricted):
+            return compile(problem)
+        return compile(problem, keep=lambda rows: _keep(rows, jobs, restricted, hysteresis, fixed_batch, queue))
+
+
+def _keep(rows: OptionRows, jobs: Sequence[JobState], restricted: list[bool], rule: Hysteresis | None,
+          fixed_batch: bool, queue: float = 0.0) -> np.ndarray:
+    """The options the policy's filter keeps (``ElasticPolicy.option_filter``, as ``to_model_job`` applies it)."""
+    n = len(jobs)
+    tindex = {t: i for i, t in enumerate(rows.types)}
+    # per job: restricted, GPUs and batch now (0: queued), the type its current option is kept on (-1: any type,
+    # a job with one model for every type; -2: none), submitted batch
+    a = np.array([(r, st.gpus, st.batch,
+                   (-1 if st.spec.throughputs is None else tindex.get(st.gpu_type, -2)) if st.is_running else -2,
+                   st.spec.batch_submitted) for st, r in zip(jobs, restricted)], dtype=np.int64).reshape(n, 5)
+    j = rows.job
+    k, b = rows.gpus, rows.batch
+    ctype = a[j, 3]
+    cur = (ctype > -2) & (k == a[j, 1]) & (b == a[j, 2]) & ((ctype == -1) | (rows.gpu_type == ctype))
+    ok = np.ones(j.size, bool)
+    if fixed_batch:
+        ok &= b == a[j, 4]
+    run = [i for i, st in enumerate(jobs) if st.is_running]
+    if rule is not None and run:
+        # per running job: remaining work, restart cost, seconds since its last change (inf: never), progress
+        # rate now (0 where unknown), whether progress counts effective samples
+        per = np.array([(st.remaining_samples, st.restart_cost_s,
+                         np.inf if st.since_rescale_s is None else st.since_rescale_s,
+                         st.progress_per_s(st.gpus, st.batch) or 0.0,
+                         st.progress == "goodput" and st.spec.statistical_efficiency is not None)
+                        for st in map(jobs.__getitem__, run)], dtype=np.float64).reshape(len(run), 5)
+        pos = np.full(n, -1, np.int64)
+        pos[run] = np.arange(len(run))
+        at = np.flatnonzero(pos[j] >= 0)  # the running jobs' options
+        jr = pos[j[at]]
+        # the rule's progress rate of each option: samples/s of the job's (unrestricted, not node-aware) model on
+        # its type, which the wrapped rows carry, times E(b) under goodput accounting
+        rate = rows.samples_per_s[at]
+        for i in np.flatnonzero(per[jr, 4] > 0).tolist():
+            rate[i] = rate[i] * float(jobs[int(j[at[i]])].spec.statistical_efficiency(int(b[at[i]])))
+        allowed = rule.allows_array(k[at][:, None].astype(np.float64), rate[:, None],
+                                    a[run, 1][jr].astype(np.float64), per[jr, 0], per[jr, 1], per[jr, 3],
+                                    np.ones(at.size, bool), per[jr, 2], queue)[:, 0]
+        ok[at] &= allowed
+    return ~a[j, 0].astype(bool) | cur | ok
