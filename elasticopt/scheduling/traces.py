@@ -31,6 +31,7 @@ import numpy as np
 
 from elasticopt.errors import InstanceError
 from elasticopt.models.jsontext import read_csv, read_text
+from elasticopt.models.rules import fits
 from elasticopt.scheduling.jobspec import JobSpec
 
 __all__ = ["TRACE_NAMES", "PHILLY_GPUS", "trace_path", "read_philly", "read_gavel_trace", "load_any",
@@ -75,7 +76,7 @@ def is_philly_csv(path: str | os.PathLike[str]) -> bool:
 
 def _options(model, k: int) -> list[int]:
     return sorted(b for kk, b in model.candidates(k, model.batch_min, model.batch_max)
-                  if kk == k and b % k == 0 and b // k <= model.max_local)
+                  if kk == k and fits(k, b, k, k, model.batch_min, model.batch_max, model.max_local))
 
 
 def read_philly(
