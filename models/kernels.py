@@ -216,7 +216,22 @@ def _take(size, k, res_node, res_cnt):
     if best >= 0:
         res_node[0], res_cnt[0] = best, k
         return 1
-    order = np.argsort(-size, kind="mergesort")  # most free first, ties by index
+    # most free first, ties by index: a counting sort on the free sizes (0..max), stable, O(nodes + max)
+    # instead of an argsort per job (on 25,000 nodes x 2,000 jobs the argsorts took 1.5 s)
+    top = 0
+    for n in range(nn):
+        if size[n] > top:
+            top = size[n]
+    start = np.zeros(top + 2, dtype=np.int64)  # start[top - s]: first position of size s
+    for n in range(nn):
+        start[top - size[n] + 1] += 1
+    for v in range(1, top + 2):
+        start[v] += start[v - 1]
+    order = np.empty(nn, dtype=np.int64)
+    for n in range(nn):
+        v = top - size[n]
+        order[start[v]] = n
+        start[v] += 1
     left, m = k, 0
     for pos in range(nn):
         n = order[pos]
