@@ -18,8 +18,8 @@ from elasticopt.solvers.solution import Reason, Solution, Status
 from elasticopt.solvers.verify import VerifyReport, verify
 
 # built-in backends register themselves on import (no solver library is imported here)
-from elasticopt.solvers import numpy_dp as _numpy_dp  # noqa: E402,F401
-from elasticopt.solvers import jax_dp as _jax_dp  # noqa: E402,F401
+from elasticopt.solvers.dp import numpy_backend as _numpy_dp  # noqa: E402,F401
+from elasticopt.solvers.dp import jax_backend as _jax_dp  # noqa: E402,F401
 from elasticopt.solvers import cpsat as _cpsat  # noqa: E402,F401
 from elasticopt.solvers import milp as _milp  # noqa: E402,F401
 from elasticopt.solvers import scip as _scip  # noqa: E402,F401

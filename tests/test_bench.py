@@ -13,7 +13,7 @@ from elasticopt.benchmarking import (
     ROW_FIELDS,
     BenchResult,
     InstanceSpec,
-    Outcome,
+    BenchRun,
     cross_check,
     family_instances,
     file_instances,
@@ -139,7 +139,7 @@ def test_errors_and_verification_failures_are_rows():
 
 def _o(label, status, objective, bound=None, verified=True, repeat=1):
     sol = Solution(status, label, objective=objective, bound=bound, allocation={"a": None} if objective is not None else {})
-    return Outcome(label, repeat, sol, 0.01, verified)
+    return BenchRun(label, repeat, sol, 0.01, verified)
 
 
 def test_cross_check_rules():

@@ -6,7 +6,7 @@ from hypothesis import given
 
 from elasticopt.models import Cluster, Job, MeasuredThroughput, Problem, Running, compile_problem, load_instance
 from elasticopt.solvers import Status, solve, verify
-from elasticopt.solvers.jax_dp import CHUNKS, _kernels, bucket, chunk_plan
+from elasticopt.solvers.dp.jax_backend import CHUNKS, _kernels, bucket, chunk_plan
 from elasticopt.testing.brute import brute_force
 from elasticopt.testing.strategies import problems, tiny_problems
 
@@ -42,7 +42,7 @@ def test_jax_dp_equals_numpy_dp(problem):
 @given(problems(max_jobs=12, max_gpus=30, max_options=6))
 def test_lagrangian_bound_and_fixing_are_exact(problem):
     from elasticopt.models import reduce_table
-    from elasticopt.models.fixing import reduced_cost_fixing
+    from elasticopt.solvers.dp.reduced_costs import reduced_cost_fixing
 
     table = reduce_table(compile_problem(problem))
     ref = solve(table, "numpy-dp", reduce=False)

@@ -228,7 +228,7 @@ def test_no_import_cycle_between_packages():
 
 def test_no_solver_backend_imports_another():
     graph = import_graph()
-    backends = {"elasticopt.solvers." + m for m in ("cpsat", "milp", "scip", "pyomo_model", "jax_dp", "numpy_dp", "greedy")}
+    backends = {"elasticopt.solvers." + m for m in ("cpsat", "milp", "scip", "pyomo_model", "dp.jax_backend", "dp.numpy_backend", "greedy")}
     for b in sorted(backends):
         others = sorted(set(graph[b]) & (backends - {b}))
         assert not others, f"{b} imports the backend(s) {others}: move what they share to elasticopt.solvers.common"

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from elasticopt import solve
 from elasticopt.models import compile_problem
-from elasticopt.models.fixing import quick_proof_multi
+from elasticopt.solvers.dp.reduced_costs import quick_proof_multi
 from elasticopt.models.kernels import NEG, check_choice, keep_index
 from elasticopt.models.placement import node_name, place, place_choice
 from elasticopt.models.problem import Pool
@@ -166,7 +166,7 @@ def test_check_choice_finds_what_is_wrong(problem, rnd):
 @settings(max_examples=150, deadline=None)
 @given(tiny_general_problems(), st.lists(st.floats(0, 2e6, allow_nan=False), min_size=4, max_size=4))
 def test_lagrangian_choice_is_the_numpy_choice(problem, lams):
-    from elasticopt.models.lagrangian import LagArrays
+    from elasticopt.solvers.dp.lagrangian_bound import LagArrays
 
     table = compile_problem(problem)
     if table.n_types < 2:

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from elasticopt.generate import FAMILIES, generate_instance
 from elasticopt.models import compile_problem, reduce_table
-from elasticopt.models.fixing import make_fixing, reduced_cost_fixing
-from elasticopt.models.lagrangian_exact import exact_bound, exact_value
+from elasticopt.solvers.dp.reduced_costs import make_fixing, reduced_cost_fixing
+from elasticopt.solvers.dp.integer_bound import exact_bound, exact_value
 from elasticopt.solvers import Status, solve, verify
 from elasticopt.testing.brute import brute_force
 from elasticopt.testing.strategies import general_problems, problems, tiny_general_problems, tiny_problems
@@ -129,7 +129,7 @@ def test_dp_on_general_problems_still_equals_numpy_dp(problem):
        st.integers(-3, 3))
 def test_window_dp_equals_the_plain_dp_for_any_lambda_and_target(problem, num, den, offset):
     """Any λ >= 0 gives valid bounds, so the windowed DP must find the optimum whenever it beats ``beat``."""
-    from elasticopt.solvers.dp_window import window_dp
+    from elasticopt.solvers.dp.windowed import window_dp
 
     table = reduce_table(compile_problem(problem))
     if table.n_types != 1 or not table.width or not table.n_jobs:
@@ -178,7 +178,7 @@ def test_the_window_runs_and_is_small_on_a_weakly_correlated_core():
 
 @given(problems(max_jobs=10, max_gpus=30, max_options=5), st.integers(0, 64))
 def test_fill_slack_keeps_feasibility_and_never_loses_value(problem, lam_units):
-    from elasticopt.models.lagrangian_exact import fill_slack
+    from elasticopt.solvers.dp.integer_bound import fill_slack
 
     table = reduce_table(compile_problem(problem))
     if table.n_types != 1 or not table.width or not table.n_jobs:

@@ -22,7 +22,7 @@ time_limit_s=None) -> Solution`` (e.g. an unregistered
 :class:`~elasticopt.solvers.Backend` subclass instance).
 """
 
-from elasticopt.benchmarking.crosscheck import Outcome, Verdict, cross_check
+from elasticopt.benchmarking.crosscheck import BenchRun, Verdict, cross_check
 from elasticopt.benchmarking.difficulty import LPRelaxation, lp_gap, lp_relaxation
 from elasticopt.benchmarking.instances import InstanceSpec, family_instances, file_instances, size_pairs
 from elasticopt.benchmarking.markdown import markdown_report
@@ -71,7 +71,7 @@ __all__ = [
     "BenchRow",
     "InstanceRecord",
     "InstanceSpec",
-    "Outcome",
+    "BenchRun",
     "SolverSpec",
     "SummaryRow",
     "Verdict",

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 
 from elasticopt.solvers import Solution, Status
 
-__all__ = ["Outcome", "Verdict", "cross_check"]
+__all__ = ["BenchRun", "Verdict", "cross_check"]
 
 
 @dataclass(frozen=True)
-class Outcome:
+class BenchRun:
     """One solve of one instance: ``repeat`` 0 is the warm-up."""
 
     label: str
@@ -70,11 +70,11 @@ class Verdict:
     proven_disagree: bool = False
 
 
-def _has_obj(o: Outcome) -> bool:
+def _has_obj(o: BenchRun) -> bool:
     return o.solution.status.has_allocation and o.solution.objective is not None
 
 
-def cross_check(outcomes: Sequence[Outcome]) -> Verdict:
+def cross_check(outcomes: Sequence[BenchRun]) -> Verdict:
     """Compare the results of one instance (see the module docstring)."""
     proven = [o for o in outcomes if o.solution.status is Status.OPTIMAL and o.solution.objective is not None]
     good_proven = [o for o in proven if o.verified]

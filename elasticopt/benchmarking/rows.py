@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from elasticopt.benchmarking.crosscheck import Outcome, Verdict
+from elasticopt.benchmarking.crosscheck import BenchRun, Verdict
 from elasticopt.benchmarking.instances import InstanceSpec
 from elasticopt.benchmarking.solvers import SolverSpec
 from elasticopt.models import Problem
@@ -161,7 +161,7 @@ class BenchRow:
     optimum_found_s: float | None = None
 
     @classmethod
-    def make(cls, rec: InstanceRecord, spec: SolverSpec, o: Outcome, verdict: Verdict, warmup_s: float | None,
+    def make(cls, rec: InstanceRecord, spec: SolverSpec, o: BenchRun, verdict: Verdict, warmup_s: float | None,
              time_limit_s: float | None, dp_ops: int, is_dp: bool, reference_ops_per_s: float) -> BenchRow:
         """Build the row of one timed solve."""
         s = o.solution

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
 
-from elasticopt.benchmarking.crosscheck import Outcome, cross_check
+from elasticopt.benchmarking.crosscheck import BenchRun, cross_check
 from elasticopt.benchmarking.difficulty import lp_relaxation
 from elasticopt.benchmarking.instances import InstanceSpec
 from elasticopt.benchmarking.rows import BenchResult, BenchRow, InstanceRecord
@@ -174,7 +174,7 @@ def _bench_instance(
     table, compile_s, reduce_s = _table(problem, reduce)
     notify(BenchEvent("instance", spec.name))
     check = _Verifier(problem)
-    outcomes: list[Outcome] = []
+    outcomes: list[BenchRun] = []
     warm: dict[str, float] = {}
     interrupted = False
     try:
@@ -190,7 +190,7 @@ def _bench_instance(
             notify(BenchEvent("done", spec.name, s.label, r, sol.status.name))
             if r == 0:
                 warm[s.label] = wall
-            outcomes.append(Outcome(s.label, r, sol, wall, ok, errs))
+            outcomes.append(BenchRun(s.label, r, sol, wall, ok, errs))
     except KeyboardInterrupt:  # keep what was measured: the caller reports a partial benchmark
         interrupted = True
     verdict = cross_check(outcomes)

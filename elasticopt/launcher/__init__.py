@@ -2,7 +2,7 @@
 
 - :mod:`~elasticopt.launcher.devices`: the GPUs (or CPU slots) handed out to jobs, with their nodes;
 - :mod:`~elasticopt.launcher.protocol`: the files between launcher and job (spec, control, status, checkpoints);
-- :mod:`~elasticopt.launcher.jobstate`: a job's generation state machine and accounting;
+- :mod:`~elasticopt.launcher.launch_state`: a job's generation state machine and accounting;
 - :mod:`~elasticopt.launcher.generations`: :class:`GenerationExecutor`, the real
   :class:`~elasticopt.scheduling.Executor`, whatever backend starts the generations
   (:mod:`~elasticopt.launcher.backend`);

@@ -20,7 +20,7 @@ regularly, which reads the generations' status files, reaps exits, starts
 pending generations and makes every listener callback (never from inside
 start/rescale/stop).  A backend (:mod:`elasticopt.launcher.backend`) starts the
 generations; where a job is between generations is the state machine
-of :mod:`elasticopt.launcher.jobstate`.  Everything that must survive the
+of :mod:`elasticopt.launcher.launch_state`.  Everything that must survive the
 launcher goes to the :class:`~elasticopt.launcher.journal.Journal` first;
 :meth:`GenerationExecutor.recover` finds the jobs of a killed launcher again.
 """
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from elasticopt.launcher.backend import GenerationBackend
 from elasticopt.launcher.devices import DevicePool
-from elasticopt.launcher.jobstate import JobState, LaunchedJob, StopMode
+from elasticopt.launcher.launch_state import LaunchState, LaunchedJob, StopMode
 from elasticopt.launcher.journal import Journal
 from elasticopt.launcher.observed import ObservedThroughput
 from elasticopt.launcher.protocol import (
@@ -49,7 +49,7 @@ from elasticopt.launcher.protocol import (
     request_stop,
     torn_checkpoint_samples,
 )
-from elasticopt.launcher.recovery import Outcome, RecoveredJob, recovered_jobs
+from elasticopt.launcher.recovery import JournalEnd, RecoveredJob, recovered_jobs
 from elasticopt.scheduling.executor import Executor, JobProgress, Phase
 from elasticopt.scheduling.jobspec import JobSpec
 
@@ -150,7 +150,7 @@ class GenerationExecutor(Executor):
             self._launch_queue.append(job.spec.id)
 
     def _fail(self, job: LaunchedJob, reason: str) -> None:
-        job.move(JobState.FAILED)
+        job.move(LaunchState.FAILED)
         job.message = reason
         job.pending = None
         job.gpus = job.batch = 0
@@ -167,14 +167,14 @@ class GenerationExecutor(Executor):
             state = self._register(job)
         elif self._ignored(job.id, "start"):
             return False
-        if state.state is not JobState.QUEUED:
+        if state.state is not LaunchState.QUEUED:
             return self.rescale(job.id, gpus, batch)
         script = state.spec.payload.get("script")
         if not script or not Path(script).is_file():
             self._fail(state, f"job script not found: {script!r}")
             return True
         state.gpus, state.batch = gpus, batch
-        state.move(JobState.PENDING)
+        state.move(LaunchState.PENDING)
         state.stop_mode = None
         self._queue_launch(state, gpus, batch)
         return True
@@ -183,7 +183,7 @@ class GenerationExecutor(Executor):
         if self._ignored(job_id, "rescale"):
             return False
         job = self.jobs[job_id]
-        running = job.state in (JobState.STARTING, JobState.RUNNING)
+        running = job.state in (LaunchState.STARTING, LaunchState.RUNNING)
         if running and (job.gpus, job.batch) == (gpus, batch):
             return True
         if running:
@@ -193,7 +193,7 @@ class GenerationExecutor(Executor):
         if job.live:
             self._request_stop(job, StopMode.RESCALE)
         else:
-            job.move(JobState.PENDING)
+            job.move(LaunchState.PENDING)
         return True
 
     def stop(self, job_id: str) -> bool:
@@ -206,8 +206,8 @@ class GenerationExecutor(Executor):
         job.gpus = job.batch = 0
         if job.live:
             self._request_stop(job, StopMode.PREEMPT)
-        elif job.state is JobState.PENDING:
-            job.move(JobState.QUEUED)
+        elif job.state is LaunchState.PENDING:
+            job.move(LaunchState.QUEUED)
         return True
 
     def progress(self, job_id: str) -> JobProgress:
@@ -220,7 +220,7 @@ class GenerationExecutor(Executor):
 
     def _request_stop(self, job: LaunchedJob, mode: StopMode) -> None:
         assert job.handle is not None
-        job.move(JobState.STOPPING)
+        job.move(LaunchState.STOPPING)
         job.stop_mode = mode
         if job.stop_requested_at is None:
             job.stop_requested_at = self.clock()
@@ -283,8 +283,8 @@ class GenerationExecutor(Executor):
         a.samples_done = max(a.samples_done, float(status.samples_done))
         if status.checkpoint_samples is not None:
             a.checkpoint_samples = max(a.checkpoint_samples, int(status.checkpoint_samples))
-        if status.first_step_at is not None and job.state is JobState.STARTING:
-            job.move(JobState.RUNNING)
+        if status.first_step_at is not None and job.state is LaunchState.STARTING:
+            job.move(LaunchState.RUNNING)
             if job.rescale_requested_at is not None:
                 down = status.first_step_at - job.rescale_requested_at
                 job.rescale_requested_at = None
@@ -341,7 +341,7 @@ class GenerationExecutor(Executor):
         })  # fmt: skip
         stop_mode, job.stop_mode, job.stop_requested_at = job.stop_mode, None, None
         if state is RunState.COMPLETED:
-            job.move(JobState.COMPLETED)
+            job.move(LaunchState.COMPLETED)
             job.pending = None
             job.gpus = job.batch = 0
             a.end_s = self.now_s()
@@ -365,9 +365,9 @@ class GenerationExecutor(Executor):
         if job.pending is None and stop_mode is not StopMode.PREEMPT and job.gpus > 0:
             self._queue_launch(job, job.gpus, job.batch)  # restart where it was (crash, or a stop nobody asked for)
         if job.pending is not None:
-            job.move(JobState.PENDING)
+            job.move(LaunchState.PENDING)
         else:
-            job.move(JobState.QUEUED)
+            job.move(LaunchState.QUEUED)
             a.samples_per_s = None
 
     def _generation_spec(self, job: LaunchedJob, k: int, b: int, devices: list[int]) -> GenerationSpec:
@@ -396,7 +396,7 @@ class GenerationExecutor(Executor):
             job.account.first_start_s = self.now_s()
         job.handle = handle
         job.pending = None
-        job.move(JobState.STARTING)
+        job.move(LaunchState.STARTING)
         job.log_path = str(handle.log_path)
         job.account.samples_per_s = None
         job.account.reported_rate = None
@@ -437,13 +437,13 @@ class GenerationExecutor(Executor):
         a.lost_samples, a.restarts, a.rescales = rec.lost_samples, rec.restarts, rec.rescales
         a.first_start_s = rec.first_start_s
         a.checkpoint_samples, a.samples_done = rec.checkpoint_samples, rec.samples_done
-        if rec.outcome is Outcome.COMPLETED:
-            job.move(JobState.COMPLETED)
+        if rec.outcome is JournalEnd.COMPLETED:
+            job.move(LaunchState.COMPLETED)
             a.end_s = rec.end_s
-        elif rec.outcome is Outcome.FAILED:
-            job.move(JobState.FAILED)
+        elif rec.outcome is JournalEnd.FAILED:
+            job.move(LaunchState.FAILED)
             job.message = rec.failed_reason
-        elif rec.outcome is Outcome.OPEN:
+        elif rec.outcome is JournalEnd.OPEN:
             ev = rec.open_event or {}
             spec = read_spec(job.job_dir / f"gen-{rec.generation:04d}" / "spec.json")
             handle = self.backend.adopt(spec, ev)
@@ -452,7 +452,7 @@ class GenerationExecutor(Executor):
                 return
             job.handle = handle
             job.gpus, job.batch = rec.gpus, rec.batch
-            job.move(JobState.RUNNING)
+            job.move(LaunchState.RUNNING)
             job.log_path = str(handle.log_path)
             if not self.pool.claim(job.spec.id, list(ev.get("devices", []))):
                 log.warning("job %s: devices %s are not all in this pool", job.spec.id, ev.get("devices"))

@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Journal", "JournalState", "JobRecord", "replay"]
+__all__ = ["Journal", "JournalState", "JournalJob", "replay"]
 
 
 @dataclass
-class JobRecord:
+class JournalJob:
     """Everything the journal knows of one job."""
 
     job_id: str
@@ -72,12 +72,12 @@ class JournalState:
     """The folded journal."""
 
     t0: float | None = None
-    jobs: dict[str, JobRecord] = field(default_factory=dict)
+    jobs: dict[str, JournalJob] = field(default_factory=dict)
 
-    def job(self, job_id: str) -> JobRecord:
+    def job(self, job_id: str) -> JournalJob:
         """The record of ``job_id`` (created empty on first use)."""
         if job_id not in self.jobs:
-            self.jobs[job_id] = JobRecord(job_id)
+            self.jobs[job_id] = JournalJob(job_id)
         return self.jobs[job_id]
 
 

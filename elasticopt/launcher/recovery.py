@@ -26,10 +26,10 @@ from elasticopt.launcher.journal import JournalState
 from elasticopt.launcher.protocol import latest_checkpoint_samples
 from elasticopt.scheduling.adoption import JobHistory
 
-__all__ = ["Outcome", "RecoveredJob", "recovered_jobs", "job_history", "open_since_s"]
+__all__ = ["JournalEnd", "RecoveredJob", "recovered_jobs", "job_history", "open_since_s"]
 
 
-class Outcome(enum.Enum):
+class JournalEnd(enum.Enum):
     """Where the journal left a job."""
 
     COMPLETED = "completed"
@@ -43,7 +43,7 @@ class RecoveredJob:
     """One job as the journal and its checkpoint files leave it."""
 
     job_id: str
-    outcome: Outcome
+    outcome: JournalEnd
     generation: int
     gpus: int
     batch: int
@@ -77,13 +77,13 @@ def recovered_jobs(state: JournalState, job_ids: Iterable[str], job_dir: Callabl
             continue
         ckpt = latest_checkpoint_samples(job_dir(job_id))
         if rec.completed_at is not None:
-            outcome = Outcome.COMPLETED
+            outcome = JournalEnd.COMPLETED
         elif rec.failed_reason is not None:
-            outcome = Outcome.FAILED
+            outcome = JournalEnd.FAILED
         elif rec.open_generation is not None:
-            outcome = Outcome.OPEN
+            outcome = JournalEnd.OPEN
         else:
-            outcome = Outcome.QUEUED
+            outcome = JournalEnd.QUEUED
         t0 = state.t0 or 0.0
         out.append(RecoveredJob(
             job_id=job_id, outcome=outcome, generation=rec.generation, gpus=rec.gpus, batch=rec.batch,

@@ -28,12 +28,12 @@ from elasticopt.errors import (
 )
 from elasticopt.models.objectives import objective_names
 from elasticopt.models.table import job_values
-from elasticopt.service.placement import Placement, check_placement, place
+from elasticopt.service.placement import NodeAssignment, check_placement, place
 from elasticopt.service.protocol import (
     REQUEST_FORMAT,
     RESPONSE_FORMAT,
     ServiceError,
-    SolverSpec,
+    RequestedSolver,
     error_response,
     parse_request,
     request_validator,
@@ -162,7 +162,7 @@ class AllocationService:
         solve: Callable[..., Solution] = solve,
         placement_fallback: str | None = "auto",
     ):
-        self.default_solver = SolverSpec.from_request(default_solver)
+        self.default_solver = RequestedSolver.from_request(default_solver)
         get_backend(self.default_solver.name)  # an unknown or missing default fails at start, not per request
         request_validator()  # so does a missing schema validator (the 'service' extra)
         self.default_time_limit_s = default_time_limit_s
@@ -251,7 +251,7 @@ class AllocationService:
 
     # -- the solve path -----------------------------------------------------------------------------------------
 
-    def _run_solver(self, tr: Translation, spec: SolverSpec, time_limit_s: float | None, reduce: bool,
+    def _run_solver(self, tr: Translation, spec: RequestedSolver, time_limit_s: float | None, reduce: bool,
                     warnings: list[str]) -> Solution:
         t0 = time.perf_counter()
         sol = self._run_one(tr, spec, time_limit_s, reduce)
@@ -268,7 +268,7 @@ class AllocationService:
             first = sol.message.split(";")[0]
             warnings.append(f"{first}; solved again with {fallback!r} (exact with node variables"
                             + (", from its best placed allocation)" if options else ")"))
-            again = self._run_one(tr, SolverSpec(fallback, options), left, reduce)
+            again = self._run_one(tr, RequestedSolver(fallback, options), left, reduce)
             if again.objective is None and sol.objective is not None or (
                     again.objective is not None and sol.objective is not None and again.objective < sol.objective
                     and again.status is not Status.OPTIMAL):
@@ -278,7 +278,7 @@ class AllocationService:
             sol = again
         return sol
 
-    def _run_one(self, tr: Translation, spec: SolverSpec, time_limit_s: float | None, reduce: bool) -> Solution:
+    def _run_one(self, tr: Translation, spec: RequestedSolver, time_limit_s: float | None, reduce: bool) -> Solution:
         try:
             get_backend(spec.name)
             with self._lock:
@@ -302,7 +302,7 @@ class AllocationService:
         else:
             tr = translate(doc, screened)
         t_tr = time.perf_counter()
-        spec = SolverSpec.from_request(doc["solver"]) if "solver" in doc else self.default_solver
+        spec = RequestedSolver.from_request(doc["solver"]) if "solver" in doc else self.default_solver
         limit = doc.get("time_limit_s", self.default_time_limit_s)
         warnings: list[str] = []
         sol = self._run_solver(tr, spec, limit, doc.get("reduce", True), warnings)
@@ -383,7 +383,7 @@ class AllocationService:
                                                 if sol.packed.get(j)):
                 chosen = {j: tuple(sorted((int(name.rsplit("/", 1)[1]), len(ix)) for name, ix in sol.placement[j].items()))
                           for j in alloc}
-                pl = Placement(chosen, {j: tuple(sorted(current.get(j, ()))) != chosen[j] for j in alloc})
+                pl = NodeAssignment(chosen, {j: tuple(sorted(current.get(j, ()))) != chosen[j] for j in alloc})
                 warnings.append(f"pool {t!r}: the placer stopped before placing the packed jobs; "
                                 "the model's placement is used")
             errors = check_placement(pool.node_gpus, alloc, pl)

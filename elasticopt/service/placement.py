@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from elasticopt.models.placement import pack
 from elasticopt.models.problem import Pool
 
-__all__ = ["Placement", "place", "check_placement"]
+__all__ = ["NodeAssignment", "place", "check_placement"]
 
 Nodes = tuple[tuple[int, int], ...]  # ((node index, GPUs on it), ...), node indices increasing
 
 
 @dataclass(frozen=True)
-class Placement:
+class NodeAssignment:
     """Where every allocated job's GPUs are.
 
     Attributes
@@ -71,7 +71,7 @@ def place(
     current: Mapping[str, Sequence[tuple[int, int]]],
     packed: Mapping[str, bool] | None = None,
     deadline: float | None = None,
-) -> Placement:
+) -> NodeAssignment:
     """Put every allocated job's GPUs on nodes (module docstring).
 
     Parameters
@@ -121,7 +121,7 @@ def place(
     res = pack(pool, [(int(allocation[j]), bool(flags.get(j, False))) for j in ids], cur_ix,  # type: ignore[arg-type]
                deadline=deadline)
     if res.status != "placed":
-        return Placement({}, {}, tuple(warnings), res.kept, res.status)
+        return NodeAssignment({}, {}, tuple(warnings), res.kept, res.status)
     nodes = {j: tuple((n, len(ix)) for n, ix in sorted(d.items())) for j, d in zip(ids, res.nodes)}
     moved = {}
     for jid, placed in nodes.items():
@@ -130,11 +130,11 @@ def place(
         for n, c in cur or ():
             merged[int(n)] = merged.get(int(n), 0) + int(c)
         moved[jid] = cur is None or not cur or tuple(sorted(merged.items())) != placed
-    return Placement(nodes, moved, tuple(warnings), res.kept)
+    return NodeAssignment(nodes, moved, tuple(warnings), res.kept)
 
 
 def check_placement(
-    node_gpus: Sequence[int], allocation: Mapping[str, int | None], placement: Placement
+    node_gpus: Sequence[int], allocation: Mapping[str, int | None], placement: NodeAssignment
 ) -> list[str]:
     """Independent check: every job's GPUs placed exactly, no node over capacity."""
     errors: list[str] = []

@@ -219,14 +219,14 @@ def error_response(request_id: Any, error: ServiceError) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class SolverSpec:
+class RequestedSolver:
     """Which backend to run, with its options."""
 
     name: str
     options: dict[str, Any]
 
     @classmethod
-    def from_request(cls, value: Any) -> "SolverSpec":
+    def from_request(cls, value: Any) -> "RequestedSolver":
         """From a request's ``solver`` field: ``NAME``, ``NAME:key=value,...`` or ``{"name", "options"}``."""
         from elasticopt.solvers.options import parse_solver_arg
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from elasticopt.errors import LauncherError
 from elasticopt.launcher.devices import DevicePool
-from elasticopt.launcher.jobstate import TRANSITIONS, JobState, LaunchedJob, StopMode
+from elasticopt.launcher.launch_state import TRANSITIONS, LaunchState, LaunchedJob, StopMode
 from elasticopt.launcher.ray_backend import placement_for
 from elasticopt.scheduling.executor import Phase
 from launcher_helpers import fake_spec
@@ -73,19 +73,19 @@ def test_job_state_machine_refuses_illegal_moves_and_derives_the_phase():
     job = LaunchedJob(fake_spec("a"))
     assert job.phase is Phase.QUEUED
     with pytest.raises(LauncherError, match="queued -> starting"):
-        job.move(JobState.STARTING)  # a generation is launched only once it is pending
-    for state, phase in [(JobState.PENDING, Phase.RESTARTING), (JobState.STARTING, Phase.RESTARTING),
-                         (JobState.RUNNING, Phase.RUNNING), (JobState.STOPPING, Phase.RESTARTING)]:  # fmt: skip
+        job.move(LaunchState.STARTING)  # a generation is launched only once it is pending
+    for state, phase in [(LaunchState.PENDING, Phase.RESTARTING), (LaunchState.STARTING, Phase.RESTARTING),
+                         (LaunchState.RUNNING, Phase.RUNNING), (LaunchState.STOPPING, Phase.RESTARTING)]:  # fmt: skip
         job.move(state)
         assert job.phase is phase
     job.stop_mode = StopMode.PREEMPT
     assert job.phase is Phase.QUEUED  # a preempted job is back in the queue while it stops
-    job.move(JobState.COMPLETED)
+    job.move(LaunchState.COMPLETED)
     assert job.finished and not job.live
-    for state in JobState:
+    for state in LaunchState:
         with pytest.raises(LauncherError):
             job.move(state)
-    assert all(s in TRANSITIONS for s in JobState) and not TRANSITIONS[JobState.FAILED]
+    assert all(s in TRANSITIONS for s in LaunchState) and not TRANSITIONS[LaunchState.FAILED]
 
 
 def test_base_package_and_launcher_import_without_torch_or_ray():

@@ -140,7 +140,7 @@ def test_after_the_warm_up_a_host_loop_compiles_no_kernel():
     kernel (each new kernel was a 0.7-3.8 s call mid-run before: the '~1.8 s around the 8th request')."""
     import random
 
-    from elasticopt.solvers import jax_dp
+    from elasticopt.solvers.dp import jax_backend as jax_dp
 
     service = AllocationService()
     service.warm_up()

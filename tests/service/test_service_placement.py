@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elasticopt.service.placement import Placement, check_placement, place
+from elasticopt.service.placement import NodeAssignment, check_placement, place
 
 
 @st.composite
@@ -51,6 +51,6 @@ def test_new_job_goes_on_one_node_when_one_has_room_and_spreads_minimally_otherw
 
 
 def test_check_placement_rejects_overfull_nodes_and_miscounts():
-    bad = Placement(nodes={"a": ((0, 5),), "b": ((0, 4),)}, moved={"a": True, "b": True})
+    bad = NodeAssignment(nodes={"a": ((0, 5),), "b": ((0, 4),)}, moved={"a": True, "b": True})
     errs = check_placement([8], {"a": 5, "b": 3}, bad)
     assert any("node 0" in e for e in errs) and any("'b'" in e for e in errs)

@@ -1,8 +1,8 @@
 """The dp's bounded DP: only the states that may still beat the incumbent (docs/design.md §3).
 
-After reduced-cost fixing (:mod:`~elasticopt.models.fixing`) the core is a
+After reduced-cost fixing (:mod:`~elasticopt.solvers.dp.reduced_costs`) the core is a
 one-type table with a known incumbent worth ``LB`` and an exact Lagrangian
-multiplier λ = num / den (:mod:`~elasticopt.models.lagrangian_exact`).  The
+multiplier λ = num / den (:mod:`~elasticopt.solvers.dp.integer_bound`).  The
 plain DP fills ``F_j[p]`` (best utility of the first j core jobs on at most p
 GPUs) for every p in 0..G.  A state p after j jobs can be on the path of an
 allocation worth more than LB only if
@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from elasticopt.models.lagrangian_exact import exact_value
+from elasticopt.solvers.dp.integer_bound import exact_value
 from elasticopt.models.table import OptionTable
 
 __all__ = ["window_dp", "window_inputs"]

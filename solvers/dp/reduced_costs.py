@@ -1,7 +1,7 @@
 """Reduced-cost fixing from the Lagrangian bound: an exact speed-up (docs/design.md §2).
 
 Any allocation that gives job j option o is worth at most ``L(λ) + r[j, o]``
-(:mod:`~elasticopt.models.lagrangian`); an option whose bound falls below a
+(:mod:`~elasticopt.solvers.dp.lagrangian_bound`); an option whose bound falls below a
 known feasible allocation (the incumbent) cannot be in a better one and is
 removed, and jobs left with one choice are fixed and taken out: the DP runs on
 the remaining core only.  Where the incumbent meets the bound, every job is
@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from elasticopt.models.lagrangian import LagArrays, fits, improve, lagrangian_bound, margin_of, tie_rounding
-from elasticopt.models.lagrangian_exact import exact_bound, fill_slack
+from elasticopt.solvers.dp.lagrangian_bound import LagArrays, fits, improve, lagrangian_bound, margin_of, tie_rounding
+from elasticopt.solvers.dp.integer_bound import exact_bound, fill_slack
 from elasticopt.models.reductions import pack_options
 from elasticopt.models.table import OPTION_ARRAYS, OptionTable
 
@@ -117,9 +117,9 @@ def quick_proof_multi(table: OptionTable) -> Proof | None:
     by λ_t per GPU; when every type with λ_t > 0 is filled the incumbent meets
     the bound and every job is fixed.  None when this does not prove optimality
     (or the table has one type, or no options).  One compiled pass
-    (:func:`elasticopt.models.kernels.quick_proof_multi`).
+    (:func:`elasticopt.solvers.dp.kernels.quick_proof_multi`).
     """
-    from elasticopt.models.kernels import quick_proof_multi as kernel
+    from elasticopt.solvers.dp.kernels import quick_proof_multi as kernel
 
     if table.n_types < 2 or not table.width:
         return None

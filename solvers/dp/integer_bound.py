@@ -1,7 +1,7 @@
 """The Lagrangian bound in exact integer arithmetic (docs/design.md §2).
 
 For any rational multipliers λ_t = num_t / den >= 0 the bound of
-:mod:`~elasticopt.models.lagrangian` times ``den`` is an integer::
+:mod:`~elasticopt.solvers.dp.lagrangian_bound` times ``den`` is an integer::
 
     den L(λ) = Σ_t num_t G_t + Σ_j max( 0 if j may idle, max_o den u[j, o] - num_t k[j, o] )
 

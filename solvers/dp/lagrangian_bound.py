@@ -1,6 +1,6 @@
 """The Lagrangian (LP-dual) bound and greedy incumbents: an exact speed-up (docs/design.md §2).
 
-Reduced-cost fixing from this bound is in :mod:`~elasticopt.models.fixing`.
+Reduced-cost fixing from this bound is in :mod:`~elasticopt.solvers.dp.reduced_costs`.
 
 Relaxing the capacity rows with multipliers λ_t >= 0 (one per GPU type t)
 gives, for every λ, the upper bound ::
@@ -81,8 +81,8 @@ class LagArrays:
 
     def value_by_type(self, lam: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """Several types: L(λ), the Lagrangian choice and the GPUs of each type it takes (one compiled pass,
-        :func:`elasticopt.models.kernels.lagrangian_choice`)."""
-        from elasticopt.models.kernels import lagrangian_choice
+        :func:`elasticopt.solvers.dp.kernels.lagrangian_choice`)."""
+        from elasticopt.solvers.dp.kernels import lagrangian_choice
 
         total, ch, used = lagrangian_choice(self.u, self.k, self.ty, lam, self.caps.size)
         return float(np.dot(lam, self.caps)) + total, ch, used

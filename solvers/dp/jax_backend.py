@@ -1,6 +1,6 @@
 """``dp``: the paper's dynamic program, jax-vectorised (docs/design.md §3).
 
-The recurrence is the one of :mod:`elasticopt.solvers.numpy_dp`.  One
+The recurrence is the one of :mod:`elasticopt.solvers.dp.numpy_backend`.  One
 ``lax.scan`` runs over the jobs; each step takes, for each of the K options, a
 shifted copy of F with ``lax.dynamic_slice`` (not a gather: 10-30x faster on
 CPU), keeps the running max and an int8 argmax row.  A reverse ``lax.scan``
@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from elasticopt.models.fixing import Fixing, Proof, quick_proof_multi, reduced_cost_fixing
+from elasticopt.solvers.dp.reduced_costs import Fixing, Proof, quick_proof_multi, reduced_cost_fixing
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Capabilities, Outcome
-from elasticopt.solvers.dp_window import window_dp
+from elasticopt.solvers.dp.windowed import window_dp
 from elasticopt.solvers.common import MAX_CELLS, NEG, dp_outcome, state_shape, too_large
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Status

@@ -1,7 +1,7 @@
 """The launcher's record of one job: a generation state machine and its accounting.
 
 A job runs as a sequence of *generations* (one worker group with fixed k and
-b each).  :class:`JobState` says where the job is between them, and
+b each).  :class:`LaunchState` says where the job is between them, and
 :data:`TRANSITIONS` is the only way it may move (:meth:`LaunchedJob.move`
 refuses anything else)::
 
@@ -29,10 +29,10 @@ from elasticopt.errors import LauncherError
 from elasticopt.scheduling.executor import Phase
 from elasticopt.scheduling.jobspec import JobSpec
 
-__all__ = ["JobState", "StopMode", "TRANSITIONS", "JobAccount", "LaunchedJob"]
+__all__ = ["LaunchState", "StopMode", "TRANSITIONS", "JobAccount", "LaunchedJob"]
 
 
-class JobState(enum.Enum):
+class LaunchState(enum.Enum):
     """Where a job is between its generations (launcher side)."""
 
     QUEUED = "queued"  # holds no devices and runs nothing
@@ -51,16 +51,16 @@ class StopMode(enum.Enum):
     PREEMPT = "preempt"  # back to the queue
 
 
-_LIVE = {JobState.STARTING, JobState.RUNNING, JobState.STOPPING}
-_END = {JobState.COMPLETED, JobState.FAILED}
-TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    JobState.QUEUED: frozenset({JobState.PENDING, JobState.RUNNING} | _END),  # RUNNING: adopted after a restart
-    JobState.PENDING: frozenset({JobState.PENDING, JobState.QUEUED, JobState.STARTING, JobState.FAILED}),
-    JobState.STARTING: frozenset({JobState.RUNNING, JobState.STOPPING, JobState.PENDING, JobState.QUEUED} | _END),
-    JobState.RUNNING: frozenset({JobState.STOPPING, JobState.PENDING, JobState.QUEUED} | _END),
-    JobState.STOPPING: frozenset({JobState.STOPPING, JobState.PENDING, JobState.QUEUED} | _END),
-    JobState.COMPLETED: frozenset(),
-    JobState.FAILED: frozenset(),
+_LIVE = {LaunchState.STARTING, LaunchState.RUNNING, LaunchState.STOPPING}
+_END = {LaunchState.COMPLETED, LaunchState.FAILED}
+TRANSITIONS: dict[LaunchState, frozenset[LaunchState]] = {
+    LaunchState.QUEUED: frozenset({LaunchState.PENDING, LaunchState.RUNNING} | _END),  # RUNNING: adopted after a restart
+    LaunchState.PENDING: frozenset({LaunchState.PENDING, LaunchState.QUEUED, LaunchState.STARTING, LaunchState.FAILED}),
+    LaunchState.STARTING: frozenset({LaunchState.RUNNING, LaunchState.STOPPING, LaunchState.PENDING, LaunchState.QUEUED} | _END),
+    LaunchState.RUNNING: frozenset({LaunchState.STOPPING, LaunchState.PENDING, LaunchState.QUEUED} | _END),
+    LaunchState.STOPPING: frozenset({LaunchState.STOPPING, LaunchState.PENDING, LaunchState.QUEUED} | _END),
+    LaunchState.COMPLETED: frozenset(),
+    LaunchState.FAILED: frozenset(),
 }
 """Allowed moves: ``TRANSITIONS[a]`` holds every state reachable from ``a`` in one step."""
 
@@ -98,7 +98,7 @@ class LaunchedJob:
     """
 
     spec: JobSpec
-    state: JobState = JobState.QUEUED
+    state: LaunchState = LaunchState.QUEUED
     gpus: int = 0
     batch: int = 0
     generation: int = 0
@@ -112,7 +112,7 @@ class LaunchedJob:
     log_path: str = ""
     account: JobAccount = field(default_factory=JobAccount)
 
-    def move(self, new: JobState) -> None:
+    def move(self, new: LaunchState) -> None:
         """Change state; raises :class:`~elasticopt.errors.LauncherError` on a move :data:`TRANSITIONS` forbids."""
         if new not in TRANSITIONS[self.state]:
             raise LauncherError(f"job {self.spec.id}: no transition {self.state.value} -> {new.value}")
@@ -131,7 +131,7 @@ class LaunchedJob:
     @property
     def phase(self) -> Phase:
         """What the scheduler sees."""
-        if self.state is JobState.STOPPING:
+        if self.state is LaunchState.STOPPING:
             return Phase.QUEUED if self.stop_mode is StopMode.PREEMPT else Phase.RESTARTING
         return _PHASE[self.state]
 
@@ -142,10 +142,10 @@ class LaunchedJob:
 
 
 _PHASE = {
-    JobState.QUEUED: Phase.QUEUED,
-    JobState.PENDING: Phase.RESTARTING,
-    JobState.STARTING: Phase.RESTARTING,
-    JobState.RUNNING: Phase.RUNNING,
-    JobState.COMPLETED: Phase.COMPLETED,
-    JobState.FAILED: Phase.FAILED,
+    LaunchState.QUEUED: Phase.QUEUED,
+    LaunchState.PENDING: Phase.RESTARTING,
+    LaunchState.STARTING: Phase.RESTARTING,
+    LaunchState.RUNNING: Phase.RUNNING,
+    LaunchState.COMPLETED: Phase.COMPLETED,
+    LaunchState.FAILED: Phase.FAILED,
 }
