@@ -23,6 +23,7 @@ below k (``coords[t, p]``); the backward scan subtracts the same offset.
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import replace
 from collections.abc import Mapping
 from typing import Any
@@ -35,7 +36,7 @@ from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.dp.windowed import window_dp
 from elasticopt.solvers.common import MAX_CELLS, NEG, dp_outcome, state_shape, too_large
 from elasticopt.solvers.registry import register
-from elasticopt.solvers.solution import Status
+from elasticopt.solvers.solution import Reason, Status
 
 __all__ = ["JaxDP", "bucket"]
 
@@ -74,6 +75,52 @@ def chunk_plan(n: int) -> list[int]:
     small = CHUNKS[-1]
     plan += [small] * (-(-rest // small))
     return plan or [small]
+
+
+#: Under a time limit, a chunk does at most about this many max-plus operations (~50 ms) between two looks at
+#: the clock, down to the smallest chunk.
+CLOCK_OPS = 1 << 26
+
+
+def timed_plan(plan: list[int], ops_per_job: int, deadline: float | None) -> list[int]:
+    """``plan`` with its chunks split (into smaller sizes of :data:`CHUNKS`) so that one takes ~``CLOCK_OPS``.
+
+    The padded job count is unchanged (every chunk size divides the larger ones), so the arrays built for
+    ``plan`` serve; without a deadline ``plan`` itself.
+    """
+    if deadline is None:
+        return plan
+    cap = next((c for c in CHUNKS if c * ops_per_job <= CLOCK_OPS), CHUNKS[-1])
+    out: list[int] = []
+    for c in plan:
+        out += [cap] * (c // cap) if c > cap else [c]
+    return out
+
+
+#: What ``_run`` returns when ``time_limit_s`` passed before the DP ended.
+TIMED_OUT = object()
+
+
+def _past(deadline: float | None, F: Any) -> bool:
+    """Whether the clock passed ``deadline`` once the chunk that made ``F`` has run (jax runs asynchronously)."""
+    if deadline is None:
+        return False
+    F.block_until_ready()
+    return time.perf_counter() > deadline
+
+
+def _timed_out(table: OptionTable, model: dict[str, Any]) -> Outcome:
+    """LIMIT at the time limit: the incumbent and the Lagrangian bound of fixing, where it ran."""
+    fix: Fixing | None = model.get("fix")
+    stats: dict[str, Any] = {"operations": 0, "dp_jobs": model["core"].n_jobs if "core" in model else table.n_jobs}
+    if fix is None:
+        return Outcome(Status.LIMIT, message="dp: time limit reached before the DP ended (no incumbent without "
+                       "fixing)", stats=stats, reason=Reason.TIME_LIMIT)
+    stats.update(fixed_jobs=int(table.n_jobs - fix.core.n_jobs), options_removed=fix.options_removed,
+                 lagrangian_bound=fix.bound, incumbent=fix.incumbent_value)
+    return Outcome(Status.LIMIT, choice=fix.incumbent, bound=fix.bound, stats=stats, reason=Reason.TIME_LIMIT,
+                   message=(f"dp: time limit reached before the DP ended; the Lagrangian incumbent "
+                            f"({fix.incumbent_value}, bound {fix.bound})"))
 
 
 def _clip(table: OptionTable) -> OptionTable:
@@ -172,8 +219,10 @@ class JaxDP(Backend):
     exact = True
     requires = ("jax",)
     description = "dynamic program, jax-compiled (the paper's algorithm)"
-    #: several types (one flattened state), exact over the totals, placed afterwards; bounded by max_cells
-    capabilities = Capabilities(gpu_types=True, placement="checked", time_limit=False, incumbent=False,
+    #: several types (one flattened state), exact over the totals, placed afterwards; bounded by max_cells and by
+    #: time_limit_s (the clock is read between job chunks and inside the windowed DP; stopped, it returns the
+    #: Lagrangian incumbent and bound where fixing ran)
+    capabilities = Capabilities(gpu_types=True, placement="checked", time_limit=True, incumbent=True,
                                 warm_start=False)
 
     default_options = {"fixing": True, "window": True, "max_cells": MAX_CELLS}
@@ -262,7 +311,7 @@ class JaxDP(Backend):
                 "top": S - 1, "plan": plan, "width": width, "length": length, "dtype": arg_dtype,
                 "n_types": len(dims)}
 
-    def _run_multi(self, model: dict[str, Any]) -> Any:
+    def _run_multi(self, model: dict[str, Any], deadline: float | None = None) -> Any:
         import jax
         import jax.numpy as jnp
 
@@ -273,27 +322,33 @@ class JaxDP(Backend):
             F = jnp.zeros(length, dtype=jnp.int64)
             starts, args = [], []
             s = 0
-            for c in model["plan"]:
+            plan = timed_plan(model["plan"], width * length, deadline)
+            for c in plan:
                 fwd, _ = _kernels_multi(c, width, length, T, dtype)
                 sl = slice(s, s + c)
                 F, a = fwd(F, coords, shift[sl], kk[sl], ty[sl], util[sl], idle[sl])
                 starts.append(s)
                 args.append(a)
                 s += c
+                if _past(deadline, F):
+                    return TIMED_OUT
             best = int(F[model["top"]])
             p = jnp.asarray(model["top"], dtype=jnp.int64)
             choice = np.empty(s, dtype=np.int64)
-            for c, s0, a in zip(reversed(model["plan"]), reversed(starts), reversed(args)):
+            for c, s0, a in zip(reversed(plan), reversed(starts), reversed(args)):
                 _, bwd = _kernels_multi(c, width, length, T, dtype)
                 p, ch = bwd(p, a, shift[s0 : s0 + c])
                 choice[s0 : s0 + c] = np.asarray(ch)
         return best, choice
 
     def run(self, model: OptionTable, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
+        deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
         prepared = self._prepare(model, options)
-        return prepared, self._run(prepared)
+        if deadline is not None and not prepared["skip"] and time.perf_counter() > deadline:
+            return prepared, TIMED_OUT
+        return prepared, self._run(prepared, deadline)
 
-    def _run(self, model: dict[str, Any]) -> Any:
+    def _run(self, model: dict[str, Any], deadline: float | None = None) -> Any:
         if model["skip"]:
             return model.get("limit")
         if model.get("window"):
@@ -301,8 +356,10 @@ class JaxDP(Backend):
             core = model["core"]
             # cells past a quarter of the plain DP's would not pay: fall back to it
             limit = min(max_cells, core.n_jobs * (core.width + 1) * (core.capacity + 1) // 4)
-            status, best, choice, cells = window_dp(core, num, den, beat, limit)
+            status, best, choice, cells = window_dp(core, num, den, beat, limit, deadline)
             model["window_cells"] = cells
+            if status == "time":
+                return TIMED_OUT
             if status == "none":
                 return None  # no allocation beats the incumbent: it is optimal
             if status == "found":
@@ -310,7 +367,7 @@ class JaxDP(Backend):
             model.update(self._arrays(core, model["length_for"]))  # "skip": the plain DP
             model["window_cells"] = None
         if model.get("multi"):
-            return self._run_multi(model)
+            return self._run_multi(model, deadline)
         import jax
         import jax.numpy as jnp
 
@@ -320,16 +377,19 @@ class JaxDP(Backend):
             F = jnp.zeros(length, dtype=jnp.int64)  # F[p]: best utility of the jobs so far on <= p GPUs
             starts, args = [], []
             s = 0
-            for c in model["plan"]:
+            plan = timed_plan(model["plan"], width * length, deadline)
+            for c in plan:
                 fwd, _ = _kernels(c, width, length, dtype)
                 F, a = fwd(F, gpus[s : s + c], util[s : s + c], idle[s : s + c])
                 starts.append(s)
                 args.append(a)
                 s += c
+                if _past(deadline, F):
+                    return TIMED_OUT
             best = int(F[model["G"]])
             p = jnp.asarray(model["G"], dtype=jnp.int64)
             choice = np.empty(s, dtype=np.int64)
-            for c, s0, a in zip(reversed(model["plan"]), reversed(starts), reversed(args)):
+            for c, s0, a in zip(reversed(plan), reversed(starts), reversed(args)):
                 _, bwd = _kernels(c, width, length, dtype)
                 p, ch = bwd(p, a, gpus[s0 : s0 + c])
                 choice[s0 : s0 + c] = np.asarray(ch)
@@ -339,6 +399,8 @@ class JaxDP(Backend):
         model, raw = raw  # the prepared arrays (fixing included) and the DP's result
         if isinstance(raw, Outcome):
             return raw
+        if raw is TIMED_OUT:
+            return _timed_out(table, model)
         proof: Proof | None = model.get("proof")
         if proof is not None:  # every job fixed by the bound: optimal, no DP
             return Outcome(Status.OPTIMAL, choice=proof.choice, bound=proof.value, stats={

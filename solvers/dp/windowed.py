@@ -28,8 +28,10 @@ is one int8/int16 argmax row per job over its window.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
-from numba import njit
+from numba import njit, objmode
 
 from elasticopt.solvers.dp.integer_bound import exact_value
 from elasticopt.models.table import OptionTable
@@ -37,12 +39,15 @@ from elasticopt.models.table import OptionTable
 __all__ = ["window_dp", "window_inputs"]
 
 NEG = -(1 << 62)
+#: Option reads between two looks at the clock (a look costs ~1 µs; 2^20 reads ~1 ms of work).
+CLOCK_EVERY = 1 << 20
 #: int64 headroom: the windowed test adds at most three den-scaled sums (see ``window_inputs``).
 _SAFE = 1 << 62
 
 
-@njit(cache=True, nogil=True)
-def _window_forward(gpus, util, valid, idle, cap, num, den, target, rest_lag, rest_max, rest_min, max_cells):
+@njit(cache=True)  # no nogil: the look at the clock holds the GIL for a moment
+def _window_forward(gpus, util, valid, idle, cap, num, den, target, rest_lag, rest_max, rest_min, max_cells,
+                    deadline):
     """Forward pass over the windows.
 
     ``rest_lag[j]`` / ``rest_max[j]`` / ``rest_min[j]``: the two bounds and the
@@ -69,6 +74,7 @@ def _window_forward(gpus, util, valid, idle, cap, num, den, target, rest_lag, re
     F = np.zeros(hi - lo + 1, dtype=np.int64)
     los[0], his[0] = lo, hi
     total = 0
+    since = 0  # option reads since the last look at the clock
     # first pass: widths are only known as we go; keep the argmax rows in a growing buffer
     buf = np.empty(1 << 16, dtype=np.int8)
     for j in range(n):
@@ -90,6 +96,13 @@ def _window_forward(gpus, util, valid, idle, cap, num, den, target, rest_lag, re
         total += width * (K + 1)
         if total > max_cells:
             return NEG - 1, 0, los, his, offsets, np.zeros(0, dtype=np.int8)
+        since += width * (K + 1)
+        if since >= CLOCK_EVERY:
+            since = 0
+            with objmode(now="float64"):
+                now = time.perf_counter()
+            if now > deadline:
+                return NEG - 2, 0, los, his, offsets, np.zeros(0, dtype=np.int8)
         G = np.full(width, NEG, dtype=np.int64)
         A = np.full(width, -1, dtype=np.int8)
         for q in range(width):
@@ -196,7 +209,7 @@ def window_inputs(core: OptionTable, num: int, den: int, target_value: int):
     return rest_lag, rest_max, rest_min, den * int(target_value)
 
 
-def window_dp(core: OptionTable, num: int, den: int, beat: int, max_cells: int):
+def window_dp(core: OptionTable, num: int, den: int, beat: int, max_cells: int, deadline: float | None = None):
     """Best allocation of ``core`` worth more than ``beat``, over the surviving states only.
 
     Returns
@@ -204,7 +217,8 @@ def window_dp(core: OptionTable, num: int, den: int, beat: int, max_cells: int):
     (status, best, choice, cells)
         status ``"found"`` (best > beat, choice per core row), ``"none"`` (no
         allocation beats ``beat``: the incumbent is optimal), or ``"skip"``
-        (overflow risk or more than ``max_cells`` states: run the plain DP).
+        (overflow risk or more than ``max_cells`` states: run the plain DP),
+        or ``"time"`` (``time.perf_counter()`` passed ``deadline`` first).
     """
     if core.n_types != 1 or not core.width or num < 0 or den < 1:
         return "skip", None, None, 0
@@ -215,8 +229,10 @@ def window_dp(core: OptionTable, num: int, den: int, beat: int, max_cells: int):
     best, pb, los, his, offsets, arg = _window_forward(
         np.ascontiguousarray(core.gpus), np.ascontiguousarray(core.utility), np.ascontiguousarray(core.valid),
         np.ascontiguousarray(core.idle_allowed), int(core.capacity), int(num), int(den), int(target),
-        rest_lag, rest_max, rest_min, int(max_cells))
+        rest_lag, rest_max, rest_min, int(max_cells), np.inf if deadline is None else float(deadline))
     cells = int(offsets[-1])
+    if best == NEG - 2:
+        return "time", None, None, cells
     if best == NEG - 1:
         return "skip", None, None, cells
     if best == NEG or best <= beat:
