@@ -333,16 +333,26 @@ def gather_options(pair_job, pair_type, pair_start, pair_size, gpus, batch, pack
 @njit(cache=True, nogil=True)
 def current_mask(job, gpu_type, gpus, batch, packed, run_rows, cur, n):
     """``is_cur[i]``: option i is its job's current one; ``cur[q]`` = (type, k, b, packed) of the
-    current option of running job ``run_rows[q]`` (n jobs in all)."""
+    current option of running job ``run_rows[q]`` (n jobs in all); a packed current option that has no
+    row matches its unpacked row (:func:`~elasticopt.models.objectives.current_key`)."""
     at = np.full(n, -1, dtype=np.int64)  # at[j]: row of cur for job j (-1: not running)
     for q in range(run_rows.size):
         at[run_rows[q]] = q
     out = np.zeros(job.size, dtype=np.bool_)
+    found = np.zeros(run_rows.size, dtype=np.bool_)
     for i in range(job.size):
         q = at[job[i]]
-        if q >= 0:
-            out[i] = (cur[q, 0] == gpu_type[i] and cur[q, 1] == gpus[i] and cur[q, 2] == batch[i]
-                      and cur[q, 3] == packed[i])
+        if q >= 0 and cur[q, 0] == gpu_type[i] and cur[q, 1] == gpus[i] and cur[q, 2] == batch[i] \
+                and cur[q, 3] == packed[i]:
+            out[i] = True
+            found[q] = True
+    # on its fewest nodes without a packed option at (type, k, b) (the profile lists none: packing is no
+    # faster there), a job's current option is the unpacked one (objectives.current_key's rule)
+    for i in range(job.size):
+        q = at[job[i]]
+        if q >= 0 and not found[q] and cur[q, 3] == 1 and packed[i] == 0 and cur[q, 0] == gpu_type[i] \
+                and cur[q, 1] == gpus[i] and cur[q, 2] == batch[i]:
+            out[i] = True
     return out
 
 

@@ -286,7 +286,13 @@ del _obj
 
 
 def current_key(problem: Any, job: Any) -> tuple[str, int, int, bool] | None:
-    """(type, k, b, packed) of a running job's current option; packed iff its known nodes are the fewest."""
+    """(type, k, b, packed) of a running job's current option; packed iff its known nodes are the fewest.
+
+    Where the job's options have no packed one at (type, k, b) (a node-aware profile lists a packed
+    option only where packing is faster than spreading, e.g. not where k GPUs cannot be spread over
+    more nodes than ceil(k / g)), its current option is the unpacked one at (type, k, b): the
+    compiler (``kernels.current_mask``) and :func:`job_values` match it so.
+    """
     run = job.running
     if run is None:
         return None
@@ -334,6 +340,8 @@ def job_values(problem: Any, job: Any, opts: list) -> list[float]:
         if hasattr(opts[0], "gpu_type"):
             key = current_key(problem, job)
             cur = np.array([(o.gpu_type, o.gpus, o.batch, o.packed) == key for o in opts])
+            if not cur.any() and key is not None and key[3]:  # no packed option there: the unpacked one
+                cur = np.array([(o.gpu_type, o.gpus, o.batch, o.packed) == key[:3] + (False,) for o in opts])
         else:
             cur = np.array([(o[0], o[1]) == (job.running.gpus, job.running.batch) for o in opts])
     return values_of(problem, [job], rows, cur).tolist()

@@ -254,6 +254,27 @@ class RestrictedThroughput:
     def candidates(self, gpus_max: int, batch_min: int, batch_max: int) -> list[tuple[int, int]]:
         return [kb for kb in self.base.candidates(gpus_max, batch_min, batch_max) if self.allowed(*kb)]
 
+    def __getattr__(self, attr: str) -> Any:
+        """The base model's node-aware parts, restricted alike, where the base has them.
+
+        ``samples_per_s_on_nodes`` (a node-aware profile: its spread and packed rates) and measured
+        ``packed`` points: a restricted job keeps the packed options its restriction allows, so a
+        running job under the anti-thrashing rule is offered its packed options and keeps its current
+        option where that runs packed (before, the wrapper hid both: docs/design.md §4).
+        """
+        if attr == "samples_per_s_on_nodes":
+            on_nodes = getattr(self.base, attr)  # AttributeError where the base is not node-aware
+            allowed = self.allowed
+
+            def restricted(gpus: int, batch: int, nodes: int) -> float | None:
+                return on_nodes(gpus, batch, nodes) if allowed(gpus, batch) else None
+
+            return restricted
+        if attr == "packed":
+            points = getattr(self.base, attr)
+            return {kb: t for kb, t in points.items() if self.allowed(*kb)} if points else points
+        raise AttributeError(attr)
+
 
 class CachedThroughput:
     """A throughput model that remembers every answer of the model it wraps.

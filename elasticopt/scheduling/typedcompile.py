@@ -53,6 +53,7 @@ class TypedCompile:
         # job id -> (what to_model_job reads of its state, the model Job): a job whose state did not change
         # since the last decision (a queued job) keeps its Job; only the active jobs' entries are kept
         self._jobs: dict[str, tuple[tuple, Job]] = {}
+        self._plain = _PlainRates()
 
     def _model_jobs(self, jobs: Sequence[JobState], restricted: list[bool], node_aware: bool) -> tuple[Job, ...]:
         """``to_model_job`` of every job, re-using last decision's Job where only the remaining work changed."""
@@ -128,11 +129,60 @@ class TypedCompile:
         compile = compile_reduced if reduced else compile_problem
         if not any(restricted):
             return compile(problem)
-        return compile(problem, keep=lambda rows: _keep(rows, jobs, restricted, hysteresis, fixed_batch, queue))
+        return compile(problem, keep=lambda rows: _keep(rows, jobs, restricted, hysteresis, fixed_batch, queue,
+                                                        node_aware, self._plain))
+
+
+class _PlainRates:
+    """Per running job, its options' rates as its model states them (not node-aware), kept across decisions.
+
+    A node-aware table carries each multi-GPU option's spread or packed rate; the anti-thrashing rule
+    reads the job's model rate (``JobState.progress_per_s``, as the compiled path's filter does).  A job's
+    options come in the same order at every decision while its model, limits and the pools stay, so
+    its rates are asked once and re-used while its (type, k, b) columns are unchanged.
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict[str, tuple[Any, np.ndarray, np.ndarray]] = {}  # job id -> (spec, (type,k,b) [3, m], rates)
+
+    def rates(self, rows: OptionRows, jobs: Sequence[JobState], run: list[int], rate: np.ndarray) -> np.ndarray:
+        """``rate`` (the running jobs' options, in ``rows`` order) with every multi-GPU option's model rate."""
+        out = rate.copy()
+        starts = np.searchsorted(rows.job, run, side="left")
+        ends = np.searchsorted(rows.job, run, side="right")
+        memo, new = self._memo, {}
+        pos = 0
+        for i, lo, hi in zip(run, starts.tolist(), ends.tolist()):
+            st = jobs[i]
+            spec = st.spec
+            cols = np.stack((rows.gpu_type[lo:hi], rows.gpus[lo:hi], rows.batch[lo:hi]))
+            hit = memo.get(spec.id)
+            if hit is not None and hit[0] is spec and hit[1].shape == cols.shape and np.array_equal(hit[1], cols):
+                vals = hit[2]
+            else:
+                types = rows.types
+                vals = np.array([
+                    np.nan if kk < 2 else _rate(spec, types[ty], kk, bb)
+                    for ty, kk, bb in zip(cols[0].tolist(), cols[1].tolist(), cols[2].tolist())])
+                hit = (spec, cols, vals)
+            new[spec.id] = hit
+            m = hi - lo
+            multi = cols[1] > 1
+            out[pos:pos + m][multi] = vals[multi]
+            pos += m
+        self._memo = new
+        return out
+
+
+def _rate(spec: Any, gpu_type: str, gpus: int, batch: int) -> float:
+    model = spec.throughput if spec.throughputs is None else spec.model_for(gpu_type)
+    t = model.samples_per_s(gpus, batch)
+    return np.nan if t is None else float(t)
 
 
 def _keep(rows: OptionRows, jobs: Sequence[JobState], restricted: list[bool], rule: Hysteresis | None,
-          fixed_batch: bool, queue: float = 0.0) -> np.ndarray:
+          fixed_batch: bool, queue: float = 0.0, node_aware: bool = False,
+          plain: _PlainRates | None = None) -> np.ndarray:
     """The options the policy's filter keeps (``ElasticPolicy.option_filter``, as ``to_model_job`` applies it)."""
     n = len(jobs)
     tindex = {t: i for i, t in enumerate(rows.types)}
@@ -161,9 +211,12 @@ def _keep(rows: OptionRows, jobs: Sequence[JobState], restricted: list[bool], ru
         pos[run] = np.arange(len(run))
         at = np.flatnonzero(pos[j] >= 0)  # the running jobs' options
         jr = pos[j[at]]
-        # the rule's progress rate of each option: samples/s of the job's (unrestricted, not node-aware) model on
-        # its type, which the wrapped rows carry, times E(b) under goodput accounting
+        # the rule's progress rate of each option: samples/s of the job's (unrestricted) model on its type, which
+        # the wrapped rows carry (a node-aware table's multi-GPU options carry their spread or packed rate
+        # instead: _PlainRates), times E(b) under goodput accounting
         rate = rows.samples_per_s[at]
+        if plain is not None and (node_aware or rows.packed.any()):
+            rate = plain.rates(rows, jobs, run, rate)
         for i in np.flatnonzero(per[jr, 4] > 0).tolist():
             rate[i] = rate[i] * float(jobs[int(j[at[i]])].spec.statistical_efficiency(int(b[at[i]])))
         allowed = rule.allows_array(k[at][:, None].astype(np.float64), rate[:, None],
