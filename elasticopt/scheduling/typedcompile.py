@@ -143,32 +143,33 @@ class _PlainRates:
     """
 
     def __init__(self) -> None:
-        self._memo: dict[str, tuple[Any, np.ndarray, np.ndarray]] = {}  # job id -> (spec, (type,k,b) [3, m], rates)
+        self._memo: dict[str, tuple[Any, bytes, np.ndarray]] = {}  # job id -> (spec, its (type, k, b) codes, rates)
 
     def rates(self, rows: OptionRows, jobs: Sequence[JobState], run: list[int], rate: np.ndarray) -> np.ndarray:
         """``rate`` (the running jobs' options, in ``rows`` order) with every multi-GPU option's model rate."""
         out = rate.copy()
-        starts = np.searchsorted(rows.job, run, side="left")
-        ends = np.searchsorted(rows.job, run, side="right")
+        bounds = np.searchsorted(rows.job, np.repeat(np.asarray(run, np.int64), 2),
+                                 side="left").reshape(-1, 2)
+        bounds[:, 1] = np.searchsorted(rows.job, run, side="right")
+        # one int64 per option: (type, k, b), so a job's options compare as one byte string
+        code = (rows.gpu_type.astype(np.int64) << 52) | (rows.gpus.astype(np.int64) << 32) | rows.batch
         memo, new = self._memo, {}
         pos = 0
-        for i, lo, hi in zip(run, starts.tolist(), ends.tolist()):
-            st = jobs[i]
-            spec = st.spec
-            cols = np.stack((rows.gpu_type[lo:hi], rows.gpus[lo:hi], rows.batch[lo:hi]))
+        for i, (lo, hi) in zip(run, bounds.tolist()):
+            spec = jobs[i].spec
+            key = code[lo:hi].tobytes()
             hit = memo.get(spec.id)
-            if hit is not None and hit[0] is spec and hit[1].shape == cols.shape and np.array_equal(hit[1], cols):
-                vals = hit[2]
-            else:
+            if hit is None or hit[0] is not spec or hit[1] != key:
                 types = rows.types
-                vals = np.array([
-                    np.nan if kk < 2 else _rate(spec, types[ty], kk, bb)
-                    for ty, kk, bb in zip(cols[0].tolist(), cols[1].tolist(), cols[2].tolist())])
-                hit = (spec, cols, vals)
+                vals = np.array([np.nan if kk < 2 else _rate(spec, types[ty], kk, bb) for ty, kk, bb in
+                                 zip(rows.gpu_type[lo:hi].tolist(), rows.gpus[lo:hi].tolist(),
+                                     rows.batch[lo:hi].tolist())], dtype=np.float64)
+                hit = (spec, key, vals)
             new[spec.id] = hit
             m = hi - lo
-            multi = cols[1] > 1
-            out[pos:pos + m][multi] = vals[multi]
+            seg = out[pos:pos + m]
+            multi = rows.gpus[lo:hi] > 1  # one GPU: the row's rate is the model's
+            seg[multi] = hit[2][multi]
             pos += m
         self._memo = new
         return out
