@@ -121,6 +121,30 @@ def test_unusable_values_fail_before_any_cell_runs(tmp_path, grid, key):
     assert not list((tmp_path / "out" / "cells").glob("*.json"))
 
 
+def test_admission_control_reaches_the_simulation(tmp_path):
+    """admission_deadline_s / queue_limit: the cell runs what `simulate` runs with them (its drops included)."""
+    from elasticopt.scheduling import SimulationConfig, simulate
+    from elasticopt.sweep.cells import cell_workload, run_cell
+
+    spec = parse_spec({"grid": {"policy": "fixed-batch", "cluster": 8, "load": 8, "jobs": 40, "seed": 1,
+                                "solver": "numpy-dp", "duration_max_s": 3600,
+                                "admission_deadline_s": [0, -1], "queue_limit": [0, 2]}}, "a.toml")
+    cells = [c.as_dict() for c in spec.cells]
+    rows = {(p["admission_deadline_s"], p["queue_limit"]): run_cell(p)["row"] for p in cells}
+    assert len(rows) == 4
+    jobs = list(cell_workload(cells[0]))
+    for (deadline, limit), row in rows.items():
+        ref = simulate(jobs, "fixed-batch", SimulationConfig(
+            gpus=8, seed=1, admission_deadline_s=None if deadline < 0 else deadline, queue_limit=limit or None),
+            policy_options={"solver": "numpy-dp"}).metrics
+        assert (row["dropped"], row["completed"]) == (ref.dropped, ref.completed)
+    assert rows[(-1.0, 0)]["dropped"] == 0 and rows[(0.0, 0)]["dropped"] > 0  # the load overflows 8 GPUs
+    with pytest.raises(InstanceError, match="grid.admission_deadline_s: expected a number >= 0"):
+        parse_spec({"grid": {"admission_deadline_s": -5}}, "a.toml")
+    with pytest.raises(InstanceError, match="grid.queue_limit: expected an integer >= 1"):
+        parse_spec({"grid": {"queue_limit": 1.5}}, "a.toml")
+
+
 # --- statistics (hand-checked) -----------------------------------------------------------------------
 
 

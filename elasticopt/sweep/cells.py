@@ -102,7 +102,10 @@ def _config(params: Mapping[str, Any]):
                             horizon_s=params["horizon_s"] or None, tick_s=params["tick_s"] or None,
                             seed=params["seed"], throughput_noise=params["noise"], payback=params["payback"],
                             hysteresis=rule, progress=params["progress"], cluster=cluster,
-                            node_aware=params["node_aware"])
+                            node_aware=params["node_aware"],
+                            admission_deadline_s=None if params["admission_deadline_s"] < 0
+                            else params["admission_deadline_s"],
+                            queue_limit=params["queue_limit"] or None)
 
 
 def policy_options(params: Mapping[str, Any]) -> dict[str, Any]:

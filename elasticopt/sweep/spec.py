@@ -87,6 +87,10 @@ PARAMETERS: dict[str, tuple[str, Any]] = {
     "rescale_penalty": ("a number >= 0, or -1 for the policy's default", lambda v: _num(v) and (v >= 0 or v == -1)),
     "cooldown_restarts": ("a number >= 0, or -1 for the default hysteresis", lambda v: _num(v) and (v >= 0 or v == -1)),
     "min_gain": ("a number >= 0, or -1 for the default hysteresis", lambda v: _num(v) and (v >= 0 or v == -1)),
+    "admission_deadline_s": ("a number >= 0 (seconds a job may wait before it is dropped; 0: start at once or be "
+                             "dropped), or -1 for no admission control", lambda v: _num(v) and (v >= 0 or v == -1)),
+    "queue_limit": ("an integer >= 1 (queued jobs; an arrival past it is dropped), or 0 for none",
+                    lambda v: _int(v) and v >= 0),
 }
 
 #: The value of every parameter a spec leaves out (0 / "" / -1 mean "none" or "the default").
@@ -95,7 +99,7 @@ DEFAULTS: dict[str, Any] = {
     "progress": "samples", "jobs": 0, "jobs_per_gpu": 2.0, "jobs_min": 100, "submitted_batch": "random",
     "duration_max_s": 48 * 3600.0, "duration_scale": 1.0, "networks": "", "workload": "", "gpus_per_node": 8,
     "node_aware": False, "tick_s": 0.0, "horizon_s": 0.0, "noise": 0.0, "payback": True, "rescale_penalty": -1.0,
-    "cooldown_restarts": -1.0, "min_gain": -1.0,
+    "cooldown_restarts": -1.0, "min_gain": -1.0, "admission_deadline_s": -1.0, "queue_limit": 0,
 }  # fmt: skip
 
 #: Column order of the results table: the usual axes first, then the rest in PARAMETERS order.
@@ -142,7 +146,7 @@ def _check_value(file: str, where: str, key: str, value: Any) -> Any:
     if not ok(value):
         raise InstanceError(file, where, rule, value)
     if key in ("load", "restart_cost_s", "duration_max_s", "duration_scale", "jobs_per_gpu", "tick_s", "horizon_s",
-               "noise", "rescale_penalty", "cooldown_restarts", "min_gain"):
+               "noise", "rescale_penalty", "cooldown_restarts", "min_gain", "admission_deadline_s"):
         return float(value)
     return value
 
