@@ -36,11 +36,10 @@ from elasticopt.service.protocol import (
     ServiceError,
     RequestedSolver,
     error_response,
-    parse_request,
+    parse_request_screened,
     request_validator,
     validate_request,
 )
-from elasticopt.models.fastload import _SLOW
 from elasticopt.models.instance_format2 import FORMAT_2
 from elasticopt.service.translate import VALUES, Translation, translate, translate_instance
 from elasticopt.solvers import (
@@ -200,10 +199,10 @@ class AllocationService:
         t0 = time.perf_counter()
         request_id: Any = None
         try:
-            doc = parse_request(request) if isinstance(request, (bytes, str)) else dict(request)
-            # the model loader's screen of the text (fastload.fast_parse): its fast path is safe without these
-            raw = request.encode("utf-8", "surrogatepass") if isinstance(request, str) else request
-            screened = isinstance(raw, bytes) and _SLOW.search(raw) is None
+            if isinstance(request, (bytes, str)):  # with the model loader's screen of the text (fastload)
+                doc, screened = parse_request_screened(request)
+            else:
+                doc, screened = dict(request), False
             t_parse = time.perf_counter()
             if isinstance(doc, dict) and isinstance(doc.get("id"), (str, int)) and not isinstance(doc.get("id"), bool):
                 request_id = doc["id"]
