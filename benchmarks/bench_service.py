@@ -9,7 +9,8 @@ For each size, on the same request, side by side in one run (medians):
 - ``load+solve``: building the Problem from the instance JSON document
   (the model's own loader) and solving it, in-process;
 - ``service``: ``AllocationService.handle(bytes)`` in-process (parse,
-  validate, translate, solve, verify, place, respond);
+  validate, translate, solve, verify, place, respond), after a warm-up that
+  freezes the heap as ``elasticopt serve`` does;
 - ``stdio``: a round trip through ``elasticopt serve --stdio`` (a subprocess);
 - ``http``: a round trip through ``elasticopt serve --http`` (urllib client).
 
@@ -80,6 +81,7 @@ def main() -> None:
     ap.add_argument("--solver", default="dp")
     a = ap.parse_args()
     service = AllocationService()
+    service.warm_up(full=False)  # then the heap is frozen, as in `elasticopt serve` (dispatch.settle_heap)
     stdio = subprocess.Popen(SERVE + ["--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     http = subprocess.Popen(SERVE + ["--http", "--port", "0"], stdout=subprocess.PIPE, text=True)
     url = http.stdout.readline().split()[-1] + "/v1/solve"  # type: ignore[union-attr]
