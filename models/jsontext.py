@@ -37,7 +37,7 @@ from typing import Any
 
 from elasticopt.errors import InstanceError, format_path
 
-__all__ = ["MAX_DEPTH", "MAX_EXACT_INT", "HugeInteger", "loads", "check_values", "describe", "read_bytes", "decode",
+__all__ = ["MAX_DEPTH", "MAX_EXACT_INT", "HugeInteger", "loads", "check_values", "plainly_valid", "describe", "read_bytes", "decode",
            "read_text", "read_csv", "read_json", "parse_json"]
 
 #: Deepest nesting of arrays/objects an instance may have (format 1 needs 5).
@@ -102,6 +102,38 @@ def check_values(data: Any, file: str) -> None:
             raise InstanceError(file, format_path(path), "an integer within ±(2**53 - 1) (RFC 7493)", value)
         elif isinstance(value, float) and not math.isfinite(value):
             raise InstanceError(file, format_path(path), "a finite number (JSON has no NaN or Infinity)", value)
+
+
+def plainly_valid(data: Any) -> bool:
+    """Whether :func:`check_values` accepts ``data`` as orjson parsed it, answered without paths (a fast
+    path's check: ``False`` sends the text to :func:`loads` and :func:`check_values`, which word the error).
+
+    orjson refuses NaN, Infinity and numbers that overflow to infinity itself; what is left of
+    :func:`check_values` is checked here: no array or object :data:`MAX_DEPTH` or more levels deep, no
+    integer beyond ±(2**53 - 1), and no float of magnitude 2**63 or more (orjson reads an integer literal
+    past 64 bits as a float: such a float may have been one).
+    """
+    stack: list[tuple[Any, int]] = [(data, 0)] if type(data) is dict or type(data) is list else []
+    while stack:
+        value, depth = stack.pop()
+        if depth >= MAX_DEPTH:
+            return False
+        for item in (value.values() if type(value) is dict else value):
+            kind = type(item)
+            if kind is dict or kind is list:
+                stack.append((item, depth + 1))
+            elif kind is int:
+                if item > MAX_EXACT_INT or item < -MAX_EXACT_INT:
+                    return False
+            elif kind is float and not -_FLOAT_FROM_INT < item < _FLOAT_FROM_INT:
+                return False
+    if type(data) is int and not -MAX_EXACT_INT <= data <= MAX_EXACT_INT:
+        return False
+    return not (type(data) is float and not -_FLOAT_FROM_INT < data < _FLOAT_FROM_INT)
+
+
+#: Floats at least this large may be integer literals past 64 bits as orjson reads them.
+_FLOAT_FROM_INT = 2.0**63
 
 
 def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:

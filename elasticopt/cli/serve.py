@@ -39,15 +39,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "LIMIT as it is)")
     p.add_argument("--max-body-mib", type=float, default=64.0, help="HTTP: largest request body read, in MiB "
                    "(default 64); a larger one is refused unread with HTTP 413 (request_too_large)")
-    p.add_argument("--no-warm-up", action="store_true", help="skip the warm-up (by default the service compiles "
-                   "the DP's kernels for one to three pools before it answers: 10-20 s once; without it a host's "
-                   "calls pay 0.5-4 s at each new kernel shape)")
+    warm = p.add_mutually_exclusive_group()
+    warm.add_argument("--warm", action="store_true", help="compile the DP's kernels for one to three pools before "
+                      "the first answer (the default; the flag states it): 10-20 s once")
+    warm.add_argument("--no-warm-up", action="store_true", help="skip the warm-up (without it a host's calls pay "
+                      "0.5-4 s at each new kernel shape)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the service until its input ends (stdio) or it is interrupted (HTTP)."""
     from elasticopt.service import AllocationService, serve_stdio
+    from elasticopt.service.dispatch import settle_heap
 
     if not args.max_body_mib > 0:
         raise ElasticoptError(f"--max-body-mib {args.max_body_mib}: expected a number of MiB > 0")
@@ -55,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     service = AllocationService(default_solver=args.solver, default_time_limit_s=args.time_limit_s,
                                 placement_fallback=fallback)
     if not args.no_warm_up:
-        service.warm_up()
+        service.warm_up()  # ends with settle_heap()
+    else:
+        settle_heap()
     if args.stdio:
         serve_stdio(service, sys.stdin.buffer, sys.stdout.buffer)
         return 0

@@ -27,6 +27,7 @@ __all__ = [
     "ServiceError",
     "load_schema",
     "parse_request",
+    "parse_request_screened",
     "request_validator",
     "validate_request",
     "error_response",
@@ -137,6 +138,38 @@ def parse_request(data: bytes | str) -> Any:
         raise ServiceError("invalid_request", f"request: {exc.path}: expected {exc.expected}", exc.path, exc.expected,
                            exc.found) from None
     return doc
+
+
+def parse_request_screened(data: bytes | str) -> tuple[Any, bool]:
+    """Parse one request's text as :func:`parse_request` does; and whether the model loader's fast path may
+    take documents built from it (``_screened``: every value is what :func:`parse_request` would read).
+
+    Bytes are parsed by orjson, which refuses invalid UTF-8, invalid JSON, NaN, Infinity and overflowing
+    numbers, then checked by :func:`~elasticopt.models.jsontext.plainly_valid` (nesting, exact integers):
+    a document either refuses goes through :func:`parse_request`, which words the error, and is screened as
+    the loader screens its files (:func:`elasticopt.models.fastload.fast_parse`).  On a 1,000-job
+    caller-values request: 50 -> 7 ms.
+
+    Raises
+    ------
+    ServiceError
+        As :func:`parse_request`.
+    """
+    import orjson
+
+    from elasticopt.models.fastload import _SLOW
+    from elasticopt.models.jsontext import plainly_valid
+
+    if isinstance(data, (bytes, bytearray)):
+        try:
+            doc = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if plainly_valid(doc):
+                return doc, True
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    return parse_request(data), _SLOW.search(raw) is None
 
 
 def _expected(rule: str, definition: Any) -> str:

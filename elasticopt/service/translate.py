@@ -113,8 +113,8 @@ def _pools(doc: dict[str, Any]) -> tuple[dict[str, PoolNodes], dict[str, Any]]:
 
 
 def _value_rows(jd: dict[str, Any], i: int, pools: dict[str, PoolNodes], allowed: list[str],
-                may_idle: bool) -> tuple[list[list[Any]], list[list[Any]], ValueJob]:
-    """(throughput rows, value rows) of format 2 for a caller-values job, and its mapping."""
+                may_idle: bool) -> tuple[dict[tuple[str, int, int, bool], float], ValueJob]:
+    """The options of a caller-values job, (pool, gpus, batch, packed) -> shifted value, and its mapping."""
     where = f"jobs[{i}]"
     default_pool = next(iter(pools))
     spans: dict[tuple[str, int, int], dict[int | None, float]] = {}
@@ -148,10 +148,8 @@ def _value_rows(jd: dict[str, Any], i: int, pools: dict[str, PoolNodes], allowed
             priced[(t, k, b, True)] = per.pop(tight)
         if per:  # unspecified or more nodes: offered anywhere, at the lowest of those values
             priced[(t, k, b, False)] = min(per.values())
-    keep = {key: v for key, v in priced.items() if not may_idle or v - offset > 0}
-    tput = [[t, k, b, 1.0] + (["packed"] if pk else []) for (t, k, b, pk) in keep]
-    vals = [[t, k, b, v - offset] + (["packed"] if pk else []) for (t, k, b, pk), v in keep.items()]
-    return tput, vals, ValueJob(offset=offset, idle_value=idle, priced=priced)
+    keep = {key: v - offset for key, v in priced.items() if not may_idle or v - offset > 0}
+    return keep, ValueJob(offset=offset, idle_value=idle, priced=priced)
 
 
 def _rows(jd: dict[str, Any], i: int, pools: dict[str, PoolNodes]) -> list[list[Any]]:
@@ -233,10 +231,10 @@ def translate(doc: dict[str, Any], screened: bool = False) -> Translation:
                 current[jd["id"]] = (run_pool, [(int(n), int(c)) for n, c in run["nodes"]])
         out: dict[str, Any] = {"id": jd["id"]}
         if has_values:
-            tput, vals, vj = _value_rows(jd, i, pools, allowed, may_idle)
+            options, vj = _value_rows(jd, i, pools, allowed, may_idle)
             value_jobs[jd["id"]] = vj
-            if tput:
-                out["throughput"], out["values"] = tput, vals
+            if options:
+                out["options"] = options
         else:
             for key in ("profile", "batch", "gpus", "remaining_samples", "weight"):
                 if key in jd:
@@ -248,7 +246,7 @@ def translate(doc: dict[str, Any], screened: bool = False) -> Translation:
             if run is not None and "batch" not in run:
                 raise ServiceError("invalid_request", f"{where}.running.batch: expected this field to be present",
                                    f"{where}.running.batch", "the running job's global batch", "nothing")
-        if not allowed or (has_values and "throughput" not in out):
+        if not allowed or (has_values and "options" not in out):
             if not may_idle:
                 raise ServiceError("invalid_request",
                                    f"{where}: a running job that may not be preempted has no option it may use",
@@ -325,22 +323,24 @@ def _values_problem(jobs: list[dict[str, Any]], cluster_doc: dict[str, Any], all
     else:
         cluster = Cluster(cluster_doc["gpus"], cluster_doc["gpus_per_node"])
     built = []
-    for jd in jobs:
+    for jd in jobs:  # options: (pool, gpus, batch, packed) -> value (from _value_rows); throughput 1.0 each
         points: dict[str, dict[tuple[int, int], float]] = {}
         packed: dict[str, dict[tuple[int, int], float]] = {}
-        for row in jd["throughput"]:
-            (packed if len(row) == 5 else points).setdefault(row[0], {})[(row[1], row[2])] = row[3]
-        rows = jd["values"]
+        values: dict[tuple[Any, ...], float] = {}
+        for (t, k, b, pk), v in jd["options"].items():
+            (packed if pk else points).setdefault(t, {})[(k, b)] = 1.0
+            values[(t, k, b, "packed") if pk else (t, k, b)] = float(v)
+        batches = [key[2] for key in values]
         run = jd.get("running")
         built.append(Job(
             id=jd["id"],
             throughput={t: MeasuredThroughput(points.get(t, {}), packed=packed.get(t, {}))
                         for t in sorted(set(points) | set(packed))},
-            batch_min=min(r[2] for r in rows),
-            batch_max=max(r[2] for r in rows),
-            max_local=max(r[2] // r[1] for r in rows),
+            batch_min=min(batches),
+            batch_max=max(batches),
+            max_local=max(key[2] // key[1] for key in values),
             running=Running(run["gpus"], run["batch"], run.get("type")) if run else None,
-            values={tuple(r[:3]) + (("packed",) if len(r) == 5 else ()): float(r[3]) for r in rows},
+            values=values,
         ))
     return Problem(cluster, tuple(built), objective="value", allow_preemption=allow,
                    priority=tuple(priority) if priority is not None else None)
