@@ -39,6 +39,10 @@ from elasticopt.solvers.solution import Reason, Solution, Status
 
 __all__ = ["Backend", "Outcome", "Capabilities"]
 
+#: The least time a run is given when its build used up the limit (it then stops at once, with its
+#: backend's time-limit status).
+MIN_RUN_S = 1e-3
+
 #: Required modules already found installed in this process.
 _FOUND: set[str] = set()
 
@@ -223,7 +227,8 @@ class Backend(ABC):
         try:
             model = self.build(table, opts)
             t1 = time.perf_counter()
-            raw = self.run(model, time_limit_s, opts)
+            # the run gets what the build left of the limit (the limit covers build, run and placement)
+            raw = self.run(model, None if deadline is None else max(deadline - t1, MIN_RUN_S), opts)
             t2 = time.perf_counter()
             out = self.extract(table, model, raw)
         except ModelTooLargeError as exc:  # a size limit, as a solver's own memory limit: LIMIT, no allocation

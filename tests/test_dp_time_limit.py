@@ -68,3 +68,29 @@ def test_the_windowed_dp_looks_at_the_clock():
     assert status == "found"
     assert best == solve(problem, "numpy-dp").objective
     assert np.all(choice >= -1)
+
+
+def test_the_run_gets_what_the_build_left_of_the_limit():
+    """The limit covers build, run and placement: a slow build leaves the run less (at least MIN_RUN_S)."""
+    import time as _time
+
+    from elasticopt.models import compile_problem, load_instance
+    from elasticopt.solvers.base import MIN_RUN_S
+    from elasticopt.solvers.greedy import Greedy
+
+    seen = []
+
+    class SlowBuild(Greedy):
+        def build(self, table, options):
+            _time.sleep(0.3)
+            return super().build(table, options)
+
+        def run(self, model, time_limit_s, options):
+            seen.append(time_limit_s)
+            return super().run(model, time_limit_s, options)
+
+    table = compile_problem(load_instance("instances/tiny.json"))
+    SlowBuild().solve(table, time_limit_s=1.0)
+    SlowBuild().solve(table, time_limit_s=0.1)  # the build alone takes longer
+    SlowBuild().solve(table)
+    assert 0.5 < seen[0] <= 0.7 and seen[1] == MIN_RUN_S and seen[2] is None
