@@ -178,3 +178,32 @@ def test_lagrangian_choice_is_the_numpy_choice(problem, lams):
     assert ch.tolist() == ch_ref.tolist()
     assert used.tolist() == table.gpus_by_type(ch_ref).tolist()
     assert v == pytest.approx(v_ref, rel=1e-12, abs=1e-6) or (np.isinf(v) and v == v_ref)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=70), st.lists(st.integers(1, 40), min_size=1, max_size=25))
+def test_bucketed_take_is_the_plain_take(sizes, ks):
+    """place_types' bucketed take (a bitset per free size) gives the plain take's nodes and counts, job by job."""
+    from elasticopt.models.kernels import _bucket_add, _take, _take_buckets
+
+    plain = np.array(sizes, dtype=np.int64)
+    fast = plain.copy()
+    nn, top = plain.size, int(plain.max())
+    bits = np.zeros((top + 1, (nn + 63) >> 6), dtype=np.uint64)
+    lo = np.full(top + 1, (nn + 63) >> 6, dtype=np.int64)
+    for n in range(nn):
+        if fast[n] > 0:
+            _bucket_add(bits, lo, fast[n], n)
+    rn, rc = np.empty(nn + 1, np.int64), np.empty(nn + 1, np.int64)
+    fn, fc = np.empty(nn + 1, np.int64), np.empty(nn + 1, np.int64)
+    for k in ks:
+        m = _take(plain, k, rn, rc)
+        f = _take_buckets(bits, lo, fast, top, k, fn, fc)
+        assert m == f
+        if m < 0:
+            assert (fast == plain).all()  # a failed take leaves the sizes as they were
+            continue
+        assert fn[:f].tolist() == rn[:m].tolist() and fc[:f].tolist() == rc[:m].tolist()
+        for n, c in zip(rn[:m].tolist(), rc[:m].tolist()):
+            plain[n] -= c
+        assert (fast == plain).all()
