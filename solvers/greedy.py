@@ -18,11 +18,14 @@ taken only if the allocation after it still places on the nodes
 place is set aside and the next best is tried.
 
 The result is FEASIBLE (never OPTIMAL): it can be far from the optimum, e.g.
-when a job with the best per-GPU gain blocks two slightly worse ones.
+when a job with the best per-GPU gain blocks two slightly worse ones.  Under
+a time limit the moves stop at it: LIMIT (``Reason.TIME_LIMIT``) with the
+allocation reached, feasible and placed like every step's.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,6 +47,15 @@ def greedy_choice(table: OptionTable) -> np.ndarray | None:
     job's GPUs of the old type and needs all of the new option's GPUs free.
     Where the totals do not imply placement, every step is checked by placing
     the allocation after it (a step that does not place is skipped).
+    """
+    return _greedy(table, None)[0]
+
+
+def _greedy(table: OptionTable, deadline: float | None) -> tuple[np.ndarray | None, bool]:
+    """:func:`greedy_choice`, its moves stopped at ``deadline`` (``time.perf_counter()`` seconds).
+
+    Returns the allocation and whether the deadline stopped it: every step keeps the
+    allocation feasible (and placed), so the one reached then is returned.
     """
     n = table.n_jobs
     valid = table.valid
@@ -69,7 +81,7 @@ def greedy_choice(table: OptionTable) -> np.ndarray | None:
     for j in np.flatnonzero(~table.idle_allowed):
         opts = np.flatnonzero(valid[j])
         if opts.size == 0:
-            return None
+            return None, False
         kmin = k[j, opts].min()
         cand = opts[k[j, opts] == kmin]
         cand = cand[free[ty[j, cand]] >= kmin] if (free[ty[j, cand]] >= kmin).any() else cand
@@ -78,10 +90,12 @@ def greedy_choice(table: OptionTable) -> np.ndarray | None:
         choice[j], k_now[j], u_now[j], t_now[j] = o, kmin, table.utility[j, o], ty[j, o]
         free[ty[j, o]] -= kmin
     if (free < 0).any():
-        return None
+        return None, False
     # 2. best marginal gain per extra GPU, until nothing gains
     banned = np.zeros(valid.shape, dtype=bool)  # banned[j, o]: moving job j to option o did not place
     while True:
+        if deadline is not None and time.perf_counter() > deadline:
+            return choice, True
         same = ty == t_now[:, None]
         dk = np.where(same, k - k_now[:, None], k)  # dk[j, o]: GPUs of o's type job j needs to move to option o
         du = u - u_now[:, None]  # du[j, o]: utility it gains
@@ -100,7 +114,7 @@ def greedy_choice(table: OptionTable) -> np.ndarray | None:
         choice[j], k_now[j], u_now[j], t_now[j] = o, k[j, o], u[j, o], ty[j, o]
         if (free < 0).any():  # cannot happen: moves fit by construction
             raise AssertionError("greedy overfilled the cluster")
-    return choice
+    return choice, False
 
 
 @register
@@ -111,15 +125,16 @@ class Greedy(Backend):
     exact = False
     requires = ("numpy",)
     description = "marginal gain per GPU (Optimus-style heuristic, not exact)"
-    capabilities = Capabilities(gpu_types=True, placement="heuristic")
+    capabilities = Capabilities(gpu_types=True, placement="heuristic", time_limit=True, incumbent=True)
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> OptionTable:
         return table
 
     def run(self, model: OptionTable, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
-        return greedy_choice(model)
+        return _greedy(model, None if time_limit_s is None else time.perf_counter() + time_limit_s)
 
     def extract(self, table: OptionTable, model: OptionTable, raw: Any) -> Outcome:
+        raw, stopped = raw
         if raw is None:
             must = ~table.idle_allowed
             if int(table.min_gpus()[must].sum()) > table.capacity:  # proven: the must-run minimums exceed the GPUs
@@ -128,4 +143,7 @@ class Greedy(Backend):
             return Outcome(Status.LIMIT, message="greedy found no allocation in which every job that must run "
                            "fits its GPU type; that does not prove there is none: solve with an exact backend",
                            reason=Reason.NO_START)
+        if stopped:
+            return Outcome(Status.LIMIT, choice=raw, reason=Reason.TIME_LIMIT,
+                           message="greedy stopped at the time limit: the allocation its moves had reached")
         return Outcome(Status.FEASIBLE, choice=raw, message="heuristic: optimality not proven")
