@@ -6,7 +6,7 @@ options of all jobs at once, ``values(rows, jobs) -> v`` per option (nan: the
 objective does not offer that option).  Every path reads the registry: the
 compile (:func:`values_of`), the independent checks (``verify``, brute force,
 through :func:`job_values`), the scheduler's incremental table
-(``scheduling/optioncache.py``), the instance loaders, the service and the
+(``scheduling/typedcompile.py``, the compiler itself), the instance loaders, the service and the
 command line.  A new objective is one :func:`register_objective` call
 (docs/guides/own-objective.md).
 
@@ -31,7 +31,8 @@ import numpy as np
 from elasticopt.errors import DuplicateNameError, ValidationError
 
 __all__ = ["Objective", "OptionRows", "JobColumns", "ModelJobs", "register_objective", "get_objective",
-           "objective_names", "per_gpu_best", "job_values", "current_key", "values_of", "JOB_FIELDS"]
+           "objective_names", "per_gpu_best", "job_values", "current_key", "values_of", "JOB_FIELDS",
+           "pollux_objective"]
 
 _WEIGHT = attrgetter("weight")
 
@@ -55,6 +56,9 @@ class OptionRows:
         ``packed[i]``: option i sits on the fewest nodes.
     types
         GPU type names.
+    current
+        ``current[i]``: option i is its (running) job's current option; the compiler fills it in
+        before the objective's value function is called (None elsewhere).
     """
 
     job: np.ndarray
@@ -64,6 +68,7 @@ class OptionRows:
     gpu_type: np.ndarray
     packed: np.ndarray
     types: tuple[str, ...]
+    current: np.ndarray | None = None
 
     @classmethod
     def of(cls, problem: Any, opts: Sequence) -> "OptionRows":
@@ -113,6 +118,20 @@ class JobColumns(Protocol):
         """Per option the caller's value of it (``Job.values``; nan where none)."""
         ...
 
+    @property
+    def running(self) -> np.ndarray:
+        """``[n]``: the job is running."""
+        ...
+
+    @property
+    def restart_cost_s(self) -> np.ndarray:
+        """``[n]``: seconds a change of a running job's option costs it (``Running.restart_cost_s``; 0 queued)."""
+        ...
+
+    def progress_rate(self, rows: OptionRows) -> np.ndarray:
+        """Per option the job's progress per second there: T(k, b), times E(b) where it counts goodput."""
+        ...
+
 
 class ModelJobs:
     """:class:`JobColumns` of a sequence of :class:`~elasticopt.models.Job` (read on first use)."""
@@ -136,6 +155,21 @@ class ModelJobs:
         for i in np.flatnonzero(has[rows.job]).tolist():
             e[i] = float(jobs[int(rows.job[i])].efficiency(int(rows.batch[i])))
         return e
+
+    @cached_property
+    def running(self) -> np.ndarray:
+        return np.fromiter((j.running is not None for j in self.jobs), dtype=bool, count=self.n)
+
+    @cached_property
+    def restart_cost_s(self) -> np.ndarray:
+        return np.fromiter((0.0 if j.running is None else j.running.restart_cost_s for j in self.jobs),
+                           dtype=np.float64, count=self.n)
+
+    def progress_rate(self, rows: OptionRows) -> np.ndarray:
+        good = np.fromiter((j.progress == "goodput" for j in self.jobs), dtype=bool, count=self.n)
+        if not good.any():
+            return rows.samples_per_s
+        return np.where(good[rows.job], rows.samples_per_s * self.efficiency(rows), rows.samples_per_s)
 
     def caller_values(self, rows: OptionRows) -> np.ndarray:
         out = np.full(rows.job.size, np.nan)
@@ -219,6 +253,48 @@ def _v_value(rows: OptionRows, jobs: JobColumns) -> np.ndarray:
     return jobs.weight[rows.job] * jobs.caller_values(rows)
 
 
+def pollux_objective(idle_speedup: float = 0.01, name: str | None = None) -> "Objective":
+    """Pollux's p = -1 fitness (Qiao et al., OSDI'21) as a separable objective, waiting jobs at ``idle_speedup``.
+
+    Pollux maximises ``(sum_j w_j S_j^p)^(1/p)`` with p = -1, i.e. minimises ``sum_j w_j / S_j``, S_j the
+    job's goodput speedup ``T(k, b) E(b) / R_j`` (R_j its best goodput per GPU).  An option's value is
+    ``w_j (1 / idle_speedup - 1 / (S_j d))``, so a waiting job counts as ``idle_speedup`` and admitting
+    one outweighs any growth.  ``d`` discounts a running job's change by the restart it costs: its
+    speedup averaged over the rest of the job including the restart, ``left / (restart_cost_s + left)``,
+    ``left`` its remaining work over its progress rate there (``JobColumns.progress_rate``); d = 1 for
+    the current option, a queued job, and where the remaining work is unknown.
+
+    Parameters
+    ----------
+    idle_speedup
+        The speedup a waiting job counts as, in (0, 1).
+    name
+        The registry name (default ``"pollux"`` for 0.01, else ``"pollux:<idle_speedup>"``).
+    """
+    idle = float(idle_speedup)
+    if not (0 < idle < 1):
+        raise ValidationError("pollux.idle_speedup", "a number in (0, 1)", idle_speedup)
+
+    def values(rows: OptionRows, jobs: JobColumns) -> np.ndarray:
+        j = rows.job
+        g = rows.samples_per_s * jobs.efficiency(rows)
+        best = per_gpu_best(rows, g, jobs.n)
+        best = np.where(np.isfinite(best) & (best > 0), best, 1.0)
+        speed = g / best[j]
+        cur = np.zeros(j.size, bool) if rows.current is None else rows.current
+        with np.errstate(divide="ignore", invalid="ignore"):
+            left_s = jobs.remaining[j] / jobs.progress_rate(rows)
+            cost = jobs.restart_cost_s[j]
+            discount = left_s / (cost + left_s)
+        change = jobs.running[j] & ~cur & (cost > 0) & np.isfinite(left_s) & (left_s > 0)
+        discount = np.where(change, discount, 1.0)
+        return jobs.weight[j] * (1.0 / idle - 1.0 / (speed * discount))
+
+    label = name or ("pollux" if idle == 0.01 else f"pollux:{idle!r}")
+    return Objective(label, values, f"Pollux's p = -1 fitness: w * (1/{idle:g} - 1 / (goodput speedup x "
+                                    "restart discount)); a waiting job counts as speedup " f"{idle:g}")
+
+
 _REGISTRY: dict[str, Objective] = {}
 
 
@@ -280,6 +356,7 @@ for _obj in (
     Objective("goodput", _v_goodput, "speedup of T(k, b) * E(b), E the job's statistical efficiency"),
     Objective("value", _v_value, "w * the caller's value of the option (Job.values); others are not offered",
               {"values": "caller values (objective 'value' uses them)"}),
+    pollux_objective(),
 ):
     register_objective(_obj)
 del _obj
@@ -309,6 +386,8 @@ def values_of(problem: Any, jobs: Sequence[Any], rows: OptionRows, current: np.n
 
     ``current[i]`` True iff option i is its job's current option.
     """
+    rows = OptionRows(rows.job, rows.gpus, rows.batch, rows.samples_per_s, rows.gpu_type, rows.packed, rows.types,
+                      current)
     vals = get_objective(problem.objective).values(rows, ModelJobs(jobs))
     lam = float(problem.rescale_penalty)
     if lam:

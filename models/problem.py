@@ -20,7 +20,7 @@ from elasticopt.models.cluster import DEFAULT_TYPE, Cluster, Pool, check_int
 from elasticopt.models.objectives import get_objective, objective_names
 from elasticopt.profiles.throughput import ThroughputModel
 
-__all__ = ["Cluster", "Pool", "Running", "Job", "Option", "Problem", "OBJECTIVES", "DEFAULT_TYPE"]
+__all__ = ["Cluster", "Pool", "Running", "Job", "Option", "Problem", "OBJECTIVES", "DEFAULT_TYPE", "PROGRESS_UNITS"]
 
 #: The objectives elasticopt ships (docs/design.md §2); each is an object of the registry in
 #: ``models/objectives.py``, which also holds any registered later (``objective_names()``).
@@ -44,6 +44,9 @@ def _is_model(m: object) -> bool:
 
 _ID = attrgetter("id")
 
+#: What a job's remaining work may count (``Job.progress``).
+PROGRESS_UNITS: tuple[str, ...] = ("samples", "goodput")
+
 @dataclass(frozen=True)
 class Running:
     """The current allocation of a running job.
@@ -57,12 +60,16 @@ class Running:
     nodes
         Where known, the indices (in its type's pool) of the nodes its GPUs are
         on; it runs packed when they are no more than ceil(k / g).
+    restart_cost_s
+        Seconds a change of its option costs it (a restart from its checkpoint); 0 by default.
+        Read by objectives that discount a change by the work it loses (``pollux``).
     """
 
     gpus: int
     batch: int
     gpu_type: str | None = None
     nodes: tuple[int, ...] | None = None
+    restart_cost_s: float = 0.0
 
     def __post_init__(self) -> None:
         check_int("running.gpus", self.gpus, 1)
@@ -76,6 +83,9 @@ class Running:
                 raise ValidationError("running.nodes", f"1 to {self.gpus} node indices", self.nodes)
             for n in nodes:
                 check_int("running.nodes[]", n, 0)
+        c = self.restart_cost_s
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not (math.isfinite(c) and c >= 0):
+            raise ValidationError("running.restart_cost_s", "a finite number of seconds >= 0", c)
 
 
 @dataclass(frozen=True)
@@ -115,7 +125,7 @@ class Job:
     running
         Current allocation of a running job; None for a queued job.
     remaining_samples
-        Samples still to process (needed by the ``completion`` objective).
+        Work still to do (needed by the ``completion`` objective), in the units ``progress`` names.
     weight
         Objective weight w_j (> 0).
     efficiency
@@ -128,6 +138,10 @@ class Job:
         Caller-supplied value of each option for the ``value`` objective:
         ``(gpu_type, k, b) -> v`` (any placement) or ``(gpu_type, k, b, "packed") -> v``;
         with objective ``value`` an option without a value is not offered.
+    progress
+        What ``remaining_samples`` counts: ``"samples"`` (samples processed; the default) or
+        ``"goodput"`` (effective samples, samples x E(b)): the job progresses at T(k, b), or at
+        T(k, b) E(b), per second (:meth:`~elasticopt.models.objectives.JobColumns.progress_rate`).
     """
 
     id: str
@@ -143,6 +157,7 @@ class Job:
     efficiency: Callable[[int], float] | None = None
     types: tuple[str, ...] | None = None
     values: Mapping[tuple, float] | None = None
+    progress: str = "samples"
 
     def __post_init__(self) -> None:
         where = f"job {self.id!r}"
@@ -173,6 +188,8 @@ class Job:
             raise ValidationError(f"{where}.weight", "a finite number > 0", self.weight)
         if self.efficiency is not None and not callable(self.efficiency):
             raise ValidationError(f"{where}.efficiency", "a callable E(batch) or None", type(self.efficiency).__name__)
+        if self.progress not in PROGRESS_UNITS:
+            raise ValidationError(f"{where}.progress", "one of " + ", ".join(PROGRESS_UNITS), self.progress)
         if self.running is not None and not isinstance(self.running, Running):
             raise ValidationError(f"{where}.running", "a Running(gpus, batch) or None", self.running)
         if self.types is not None:
@@ -198,7 +215,7 @@ class Job:
         tp = tuple(self.throughput.items()) if isinstance(self.throughput, Mapping) else self.throughput
         vals = tuple(self.values.items()) if self.values is not None else None
         return hash((self.id, tp, self.batch_min, self.batch_max, self.max_local, self.gpus_min, self.gpus_max,
-                     self.running, self.remaining_samples, self.weight, self.types, vals))
+                     self.running, self.remaining_samples, self.weight, self.types, vals, self.progress))
 
     @property
     def is_running(self) -> bool:
@@ -376,6 +393,32 @@ class Problem:
             for jid in prio:
                 if jid not in seen:
                     raise ValidationError("priority", "ids of jobs in the problem", jid)
+
+    @classmethod
+    def assembled(cls, cluster: Cluster, jobs: tuple[Job, ...], objective: str = "speedup",
+                  allow_preemption: bool = False, rescale_penalty: float = 0.0,
+                  priority: tuple[str, ...] | None = None, node_aware: bool = False) -> "Problem":
+        """A problem whose jobs are known to fit it, built without the per-job checks of ``__post_init__``.
+
+        For a scheduler that builds every job itself at every decision (``to_model_job`` from a
+        snapshot: valid jobs, distinct ids, the cluster's types, running jobs on its nodes), where
+        checking each job again per decision costs more than the rest of the problem.  The
+        problem-level checks (cluster, objective, penalty) still run.  A test compiles both
+        constructions at every decision of simulations and compares the tables
+        (``tests/test_scheduling_incremental.py``).
+        """
+        if not isinstance(cluster, Cluster):
+            raise ValidationError("cluster", "a Cluster", type(cluster).__name__)
+        get_objective(objective)
+        pen = float(rescale_penalty)
+        if not (math.isfinite(pen) and pen >= 0):
+            raise ValidationError("rescale_penalty", "a finite number >= 0", rescale_penalty)
+        self = object.__new__(cls)
+        for name, value in (("cluster", cluster), ("jobs", tuple(jobs)), ("objective", objective),
+                            ("allow_preemption", allow_preemption), ("rescale_penalty", rescale_penalty),
+                            ("priority", None if priority is None else tuple(priority)), ("node_aware", node_aware)):
+            object.__setattr__(self, name, value)
+        return self
 
     @property
     def job_ids(self) -> tuple[str, ...]:

@@ -89,7 +89,7 @@ def test_node_aware_run_offers_running_jobs_their_packed_options_and_current_opt
     class Watched(ElasticPolicy):
         def allocate(self, snapshot):
             if snapshot.jobs:
-                t = self._typed_table(snapshot)
+                t = self.build_table(snapshot)
                 for j, jid in enumerate(t.job_ids):
                     if jid in t.running_ids:
                         seen["running"] += 1

@@ -147,8 +147,8 @@ def test_the_incremental_table_runs_a_registered_objective(registered):
     res = simulate(generate_workload(40, 16, 1.5, seed=2), pol,
                    SimulationConfig(gpus=16, gpus_per_node=4, hysteresis=rule, tick_s=3600.0))
     assert res.metrics.completed == 40 and type(pol).checked >= 40
-    # caller values are not in the cache: that objective takes the compiled path
-    assert not ElasticPolicy(objective="value")._uses_cache()
+    # the one compiler serves every objective, caller values included (a policy's jobs carry none)
+    assert ElasticPolicy(objective="value")._uses_cache()
 
 
 def test_service_and_cli_read_the_registry(registered):
@@ -165,13 +165,16 @@ def test_service_and_cli_read_the_registry(registered):
     assert resp["ok"] and resp["objective_value"] == pytest.approx(95.0), resp
 
 
-def test_the_incremental_path_keeps_no_formula_of_its_own():
-    """optioncache.py defines no function of (w, t, ...) columns but the adapter: it runs the registry's."""
-    tree = ast.parse((ROOT / "elasticopt" / "scheduling" / "optioncache.py").read_text())
-    names = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-    assert not names & {"_speedup", "_goodput", "_completion", "_throughput"}
-    src = (ROOT / "elasticopt" / "scheduling" / "optioncache.py").read_text()
-    assert "VECTOR_OBJECTIVES: dict[str, Callable[[Columns], np.ndarray]] = {}" in src
+def test_one_compile_path_builds_every_option_table():
+    """No second compiler: outside models/ an OptionTable is built only by the dp's core reduction (a
+    sub-table of a compiled one), and the scheduler has no table assembly of its own."""
+    import re
+
+    pkg = [ROOT / d for d in ("elasticopt", "models", "solvers")]
+    built = sorted(str(p.relative_to(ROOT)) for d in pkg for p in d.rglob("*.py")
+                   if re.search(r"\bOptionTable\(", p.read_text()))
+    assert built == ["models/table.py", "solvers/dp/reduced_costs.py"]
+    assert not (ROOT / "elasticopt" / "scheduling" / "optioncache.py").exists()
 
 
 def test_changing_an_objective_changes_every_path():

@@ -94,27 +94,12 @@ def test_profile_registry():
         unregister_profile("lab/test-registries")
 
 
-def test_vector_objective_registry():
-    from elasticopt.scheduling.optioncache import VECTOR_OBJECTIVES, register_vector_objective
-
-    def mine(c):
-        return c.t
-
-    try:
-        assert register_vector_objective("test-registries-v", mine) == "test-registries-v"
-        assert register_vector_objective("test-registries-v", mine) == "test-registries-v"  # same: no-op
-        with pytest.raises(DuplicateNameError, match="vector objective name"):
-            register_vector_objective("test-registries-v", lambda c: c.w)
-        other = lambda c: c.w  # noqa: E731
-        register_vector_objective("test-registries-v", other, replace=True)
-        assert VECTOR_OBJECTIVES["test-registries-v"] is other
-    finally:
-        VECTOR_OBJECTIVES.pop("test-registries-v", None)
-
-
-def test_pollux_policies_share_their_vector_objective():
+def test_pollux_policies_share_their_objective():
+    from elasticopt.models.objectives import get_objective
     from elasticopt.scheduling import get_policy
 
+    assert get_policy("pollux").objective == "pollux"  # the built-in objective at idle_speedup 0.01
     a = get_policy("pollux", idle_speedup=0.05)
-    b = get_policy("pollux", idle_speedup=0.05)  # the same name again, on purpose: replaced, not refused
-    assert a.objective == b.objective
+    obj = get_objective(a.objective)
+    b = get_policy("pollux", idle_speedup=0.05)  # the same parameter again: the registered objective is kept
+    assert a.objective == b.objective == "pollux:0.05" and get_objective(b.objective) is obj

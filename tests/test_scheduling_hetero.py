@@ -158,7 +158,7 @@ def test_jobs_trading_gpus_are_ordered_or_stopped_and_restarted():
     assert [(a.kind, a.job_id) for a in order_for_gpus(chain, held)] == [("stop", "b"), ("rescale", "a")]
 
 
-@pytest.mark.parametrize("policy", ["greedy", "optimus", "pollux"])
+@pytest.mark.parametrize("policy", ["greedy", "optimus"])
 def test_type_blind_policies_refuse_several_types(policy):
     cluster = cluster_preset("t4:1x4,a100:1x4")
     jobs = generate_hetero_workload(5, cluster, 1.0, seed=0)

@@ -1,4 +1,4 @@
-"""Incremental compile (OptionCache) builds exactly the table compile_problem builds; hysteresis."""
+"""Incremental compile (TypedCompile) builds exactly the table compile_problem builds; hysteresis."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def checking(cls, reduced=False):
             if snapshot.jobs:
                 assert_same_table(self.build_table(snapshot), compile_problem(self.build_problem(snapshot)))
                 if reduced:  # what the policy solves: the table solve() compiles and reduces from the problem
-                    assert_same_table(self._typed_table(snapshot, reduced=True),
+                    assert_same_table(self.build_table(snapshot, reduced=True),
                                       compile_reduced(self.build_problem(snapshot)))
                 type(self).checked += 1
             return super().allocate(snapshot)
@@ -53,9 +53,15 @@ def checking(cls, reduced=False):
         (ElasticPolicy, "throughput", "samples", True, Hysteresis(min_gain=0.3)),
         (ElasticPolicy, "completion", "goodput", False, Hysteresis()),
         (FixedBatchPolicy, "speedup", "goodput", False, Hysteresis(min_gain=0.2)),
+        (ElasticPolicy, "pollux", "goodput", False, Hysteresis()),
+        (ElasticPolicy, "pollux:0.05", "samples", False, Hysteresis(min_gain=0.1)),
     ],
 )
 def test_incremental_table_equals_compiled_table_at_every_decision(cls, objective, progress, preempt, rule):
+    if objective.startswith("pollux:"):
+        from elasticopt.scheduling.policies.pollux import _objective_for
+
+        assert _objective_for(float(objective.split(":")[1])) == objective
     jobs = generate_workload(60, 32, 1.5, seed=3)
     pol = checking(cls)(objective=objective, allow_preemption=preempt, hysteresis=rule, priority="srpt")
     assert pol._uses_cache()
@@ -117,6 +123,7 @@ def test_policy_solves_the_table_without_nodes_and_only_placement_is_left_out():
         (ElasticPolicy, "k80:2x4,p100:3x8,v100:4x2", True, "throughput", "goodput", Hysteresis()),
         (FixedBatchPolicy, "k80:2x4,p100:3x8,v100:4x2", True, "speedup", "samples", Hysteresis(min_gain=0.2)),
         (ElasticPolicy, "a100:4x4", True, "completion", "samples", Hysteresis()),
+        (ElasticPolicy, "sia-64", True, "pollux", "goodput", Hysteresis()),
     ],
 )
 def test_incremental_table_equals_compiled_table_on_several_types_and_node_aware(cls, cluster, node_aware,
@@ -127,7 +134,7 @@ def test_incremental_table_equals_compiled_table_on_several_types_and_node_aware
     cl = cluster_preset(cluster)
     jobs = generate_hetero_workload(40, cl, 1.5, seed=4)
     pol = checking(cls, reduced=True)(objective=objective, hysteresis=rule, priority="srpt", node_aware=node_aware)
-    assert pol._uses_cache(cl) and not pol._uses_one_pool_cache(cl)
+    assert pol._uses_cache(cl)
     cfg = SimulationConfig(gpus=cl.gpus, cluster=cl, node_aware=node_aware, progress=progress, hysteresis=rule)
     res = simulate(jobs, pol, cfg)
     assert res.metrics.completed == 40

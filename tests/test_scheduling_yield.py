@@ -12,7 +12,7 @@ from elasticopt.models import Cluster
 from elasticopt.scheduling import SimulationConfig, simulate
 from elasticopt.scheduling.executor import Phase
 from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis, queue_value
-from elasticopt.scheduling.optioncache import OptionCache
+from elasticopt.scheduling.typedcompile import TypedCompile
 from elasticopt.scheduling.state import JobState, to_model_job
 from elasticopt.testing.toy import toy_job
 from elasticopt.scheduling.workload_generator import generate_workload
@@ -75,11 +75,11 @@ def test_the_policy_penalty_yields_with_the_rule():
 @given(since=st.floats(0.0, 1000.0), queue=st.sampled_from([0.0, 0.3, 1.0, 5.0, 40.0, math.inf]),
        qy=st.sampled_from([0.0, 0.5, 1.0, math.inf]), cool=st.sampled_from([0.0, 5.0, 15.0]),
        gain=st.sampled_from([0.0, 0.2]), done=st.sampled_from([0.0, 5e5, 999_990.0]))
-def test_the_option_cache_applies_the_rule_as_allows_does(since, queue, qy, cool, gain, done):
-    """The cache's array form of the rule keeps exactly the options ``allows`` allows, queue included."""
+def test_the_incremental_compile_applies_the_rule_as_allows_does(since, queue, qy, cool, gain, done):
+    """The compiler's array form of the rule keeps exactly the options ``allows`` allows, queue included."""
     rule = Hysteresis(min_gain=gain, min_interval_restarts=cool, queue_yield=qy)
     jobs = [state("run", gpus=4, batch=128, since_s=since, done=done), state("q", arrival_s=0.0)]
-    table = OptionCache().table(jobs, Cluster(8, 8), objective="speedup", hysteresis=rule, queue=queue)
+    table = TypedCompile().table(jobs, Cluster(8, 8), objective="speedup", hysteresis=rule, queue=queue)
     got = {(int(k), int(b)) for k, b, v in zip(table.gpus[0], table.batch[0], table.valid[0]) if v}
     opts = {(o[0], o[1]) for o in to_model_job(jobs[0]).options(gpus_cap=8)}
     want = {o for o in opts if rule.allows(jobs[0], o[0], o[1], queue=queue)} | {(4, 128)}

@@ -359,7 +359,7 @@ def to_model_job(state: JobState, allowed: Callable[..., bool] | None = None, no
     running = None
     if state.is_running:
         where = tuple(n for n, _ in state.placed[1]) if (nodes and state.placed) else None
-        running = Running(state.gpus, state.batch, state.gpu_type, where)
+        running = Running(state.gpus, state.batch, state.gpu_type, where, float(state.restart_cost_s))
     remaining = state.remaining_samples
     return Job(
         id=spec.id,
@@ -374,4 +374,5 @@ def to_model_job(state: JobState, allowed: Callable[..., bool] | None = None, no
         weight=spec.weight,
         efficiency=spec.statistical_efficiency,
         types=spec.types,
+        progress=state.progress,
     )

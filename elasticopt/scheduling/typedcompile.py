@@ -1,4 +1,4 @@
-"""Incremental compile for several GPU types and node-aware profiles: the model's compiler, its blocks kept.
+"""Incremental compile: the model's compiler, its per-model blocks kept across a scheduler's decisions.
 
 Compiling a policy's problem from scratch (``compile_problem(policy.build_problem(snapshot))``)
 gives every restricted job (a running job under the anti-thrashing rule, every job of the
@@ -14,14 +14,12 @@ current option kept, and the anti-thrashing rule in its array form
 (:meth:`~elasticopt.scheduling.hysteresis.Hysteresis.allows_array`).  Everything else (values,
 utilities, the current option, layout) is the model compiler's own, so the table is the slow
 path's, entry for entry (``tests/test_scheduling_incremental.py`` checks it at every decision of
-heterogeneous and node-aware simulations).
-
-The one-pool case keeps its own faster assembly (:class:`~elasticopt.scheduling.optioncache.OptionCache`).
+one-pool, heterogeneous and node-aware simulations).  It is the one compile path of every policy
+built on :class:`~elasticopt.scheduling.policies.elastic.ElasticPolicy`, on any cluster.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -33,13 +31,22 @@ from elasticopt.models.objectives import OptionRows
 from elasticopt.models.reductions import compile_reduced
 from elasticopt.models.table import OptionTable
 from elasticopt.scheduling.hysteresis import Hysteresis
-from elasticopt.scheduling.state import JobState, RestrictedThroughput, to_model_job
+from elasticopt.scheduling.state import CachedThroughput, JobState, RestrictedThroughput, to_model_job
 
 __all__ = ["TypedCompile"]
 
 
 def _every(k: int, b: int, gpu_type: str | None = None) -> bool:
     return True
+
+
+def _base(model: Any) -> Any:
+    """The model a :class:`~elasticopt.scheduling.state.CachedThroughput` wraps (the same rates), else ``model``.
+
+    The autoscaler wraps every job's model in its own cache; the compiler's option blocks are cached per
+    model object, so jobs of one profile share their blocks only through the model they share.
+    """
+    return model.base if type(model) is CachedThroughput else model
 
 
 class TypedCompile:
@@ -55,31 +62,57 @@ class TypedCompile:
         self._jobs: dict[str, tuple[tuple, Job]] = {}
         self._plain = _PlainRates()
 
-    def _model_jobs(self, jobs: Sequence[JobState], restricted: list[bool], node_aware: bool) -> tuple[Job, ...]:
-        """``to_model_job`` of every job, re-using last decision's Job where only the remaining work changed."""
+    def _model_jobs(self, jobs: Sequence[JobState], restricted: list[bool], node_aware: bool,
+                    types: tuple[str, ...]) -> tuple[tuple[Job, ...], np.ndarray, np.ndarray]:
+        """``to_model_job`` of every job, re-using last decision's Job where only the remaining work changed.
+
+        Also returns what the policy's restriction reads of the jobs (:func:`_keep`), from the same pass:
+        ``fixed[j]`` = (restricted, GPUs now (0: queued), batch now, the type index its current option is
+        kept on (-1: any type, a job with one model for every type; -2: none), submitted batch), and per
+        running job, in job order, ``moving[i]`` = (remaining work, restart cost, seconds since its last
+        change (inf: never), progress rate now (0 where unknown)).
+        """
         old, new = self._jobs, {}
         wrap = self._wrapper
         out = []
+        fixed: list[tuple] = []
+        moving: list[tuple] = []
+        tindex = {t: i for i, t in enumerate(types)}
+        inf = math.inf
         for st, r in zip(jobs, restricted):
             spec = st.spec
             rem = st.remaining_samples
-            key = (spec, r, st.gpus, st.batch, st.gpu_type, st.placed if node_aware else None)
+            key = (spec, r, st.gpus, st.batch, st.gpu_type, st.placed if node_aware else None, st.restart_cost_s,
+                   st.progress)
             hit = old.get(spec.id)
-            if hit is None or hit[0][0] is not spec or hit[0][1:] != key[1:] or not math.isfinite(rem):
-                job = to_model_job(st, None, nodes=node_aware, models=wrap if r else None)
+            if hit is None or hit[0] != key or not math.isfinite(rem):  # (an equal spec is the same job)
+                job = to_model_job(st, None, nodes=node_aware, models=wrap if r else _base)
+                running = st.is_running
+                ctype = ((-1 if spec.throughputs is None else tindex.get(st.gpu_type, -2)) if running else -2)
+                row = (r, st.gpus, st.batch, ctype, spec.batch_submitted)
+                rate_now = (st.progress_per_s(st.gpus, st.batch) or 0.0) if running else 0.0
             else:
-                job = hit[1]
+                job, row, rate_now = hit[1], hit[2], hit[3]
                 if job.remaining_samples != (rem if rem > 0 else None):
                     # a running job that did not change: the same Job but for its remaining work (a finite
                     # number, checked above; 0 is None, as to_model_job writes it), no need to validate it again
-                    job = copy.copy(job)
-                    object.__setattr__(job, "remaining_samples", rem if rem > 0 else None)
-            new[spec.id] = (key, job)
+                    fresh = object.__new__(Job)
+                    fresh.__dict__.update(job.__dict__)
+                    fresh.__dict__["remaining_samples"] = rem if rem > 0 else None
+                    job = fresh
+            new[spec.id] = (key, job, row, rate_now)
             out.append(job)
+            fixed.append(row)
+            if row[3] > -2:
+                since = st.since_rescale_s
+                moving.append((rem, st.restart_cost_s, inf if since is None else since, rate_now))
         self._jobs = new
-        return tuple(out)
+        n = len(fixed)
+        return (tuple(out), np.array(fixed, dtype=np.int64).reshape(n, 5),
+                np.array(moving, dtype=np.float64).reshape(len(moving), 4))
 
     def _wrapper(self, model: Any) -> RestrictedThroughput:
+        model = _base(model)
         hit = self._wrap.get(id(model))
         if hit is None or hit[0] is not model:
             if len(self._wrap) >= self.MAX_WRAPPERS:
@@ -123,13 +156,14 @@ class TypedCompile:
             the rule's shrink cool-down.
         """
         restricted = [fixed_batch or (hysteresis is not None and st.is_running) for st in jobs]
-        model_jobs = self._model_jobs(jobs, restricted, node_aware)
-        problem = Problem(cluster=cluster, jobs=model_jobs, objective=objective, allow_preemption=allow_preemption,
-                          rescale_penalty=rescale_penalty, priority=priority, node_aware=node_aware)
+        model_jobs, fixed, moving = self._model_jobs(jobs, restricted, node_aware, cluster.types)
+        problem = Problem.assembled(cluster=cluster, jobs=model_jobs, objective=objective,
+                                    allow_preemption=allow_preemption, rescale_penalty=rescale_penalty,
+                                    priority=priority, node_aware=node_aware)
         compile = compile_reduced if reduced else compile_problem
         if not any(restricted):
             return compile(problem)
-        return compile(problem, keep=lambda rows: _keep(rows, jobs, restricted, hysteresis, fixed_batch, queue,
+        return compile(problem, keep=lambda rows: _keep(rows, jobs, fixed, moving, hysteresis, fixed_batch, queue,
                                                         node_aware, self._plain))
 
 
@@ -181,17 +215,16 @@ def _rate(spec: Any, gpu_type: str, gpus: int, batch: int) -> float:
     return np.nan if t is None else float(t)
 
 
-def _keep(rows: OptionRows, jobs: Sequence[JobState], restricted: list[bool], rule: Hysteresis | None,
+def _keep(rows: OptionRows, jobs: Sequence[JobState], a: np.ndarray, per: np.ndarray, rule: Hysteresis | None,
           fixed_batch: bool, queue: float = 0.0, node_aware: bool = False,
           plain: _PlainRates | None = None) -> np.ndarray:
-    """The options the policy's filter keeps (``ElasticPolicy.option_filter``, as ``to_model_job`` applies it)."""
+    """The options the policy's filter keeps (``ElasticPolicy.option_filter``, as ``to_model_job`` applies it).
+
+    ``a[j]`` = (restricted, GPUs now, batch now, type index of the current option (-1 any, -2 none),
+    submitted batch) and ``per[i]`` = (remaining work, restart cost, seconds since its last change,
+    progress rate now) of the i-th running job (:meth:`TypedCompile._model_jobs`).
+    """
     n = len(jobs)
-    tindex = {t: i for i, t in enumerate(rows.types)}
-    # per job: restricted, GPUs and batch now (0: queued), the type its current option is kept on (-1: any type,
-    # a job with one model for every type; -2: none), submitted batch
-    a = np.array([(r, st.gpus, st.batch,
-                   (-1 if st.spec.throughputs is None else tindex.get(st.gpu_type, -2)) if st.is_running else -2,
-                   st.spec.batch_submitted) for st, r in zip(jobs, restricted)], dtype=np.int64).reshape(n, 5)
     j = rows.job
     k, b = rows.gpus, rows.batch
     ctype = a[j, 3]
@@ -199,17 +232,10 @@ def _keep(rows: OptionRows, jobs: Sequence[JobState], restricted: list[bool], ru
     ok = np.ones(j.size, bool)
     if fixed_batch:
         ok &= b == a[j, 4]
-    run = [i for i, st in enumerate(jobs) if st.is_running]
-    if rule is not None and run:
-        # per running job: remaining work, restart cost, seconds since its last change (inf: never), progress
-        # rate now (0 where unknown), whether progress counts effective samples
-        per = np.array([(st.remaining_samples, st.restart_cost_s,
-                         np.inf if st.since_rescale_s is None else st.since_rescale_s,
-                         st.progress_per_s(st.gpus, st.batch) or 0.0,
-                         st.progress == "goodput" and st.spec.statistical_efficiency is not None)
-                        for st in map(jobs.__getitem__, run)], dtype=np.float64).reshape(len(run), 5)
+    run = np.flatnonzero(a[:, 3] > -2)
+    if rule is not None and run.size:
         pos = np.full(n, -1, np.int64)
-        pos[run] = np.arange(len(run))
+        pos[run] = np.arange(run.size)
         at = np.flatnonzero(pos[j] >= 0)  # the running jobs' options
         jr = pos[j[at]]
         # the rule's progress rate of each option: samples/s of the job's (unrestricted) model on its type, which
@@ -217,9 +243,13 @@ def _keep(rows: OptionRows, jobs: Sequence[JobState], restricted: list[bool], ru
         # instead: _PlainRates), times E(b) under goodput accounting
         rate = rows.samples_per_s[at]
         if plain is not None and (node_aware or rows.packed.any()):
-            rate = plain.rates(rows, jobs, run, rate)
-        for i in np.flatnonzero(per[jr, 4] > 0).tolist():
-            rate[i] = rate[i] * float(jobs[int(j[at[i]])].spec.statistical_efficiency(int(b[at[i]])))
+            rate = plain.rates(rows, jobs, run.tolist(), rate)
+        for i in run.tolist():
+            st = jobs[i]
+            if st.progress == "goodput" and st.spec.statistical_efficiency is not None:
+                eff = st.spec.statistical_efficiency
+                for o in np.flatnonzero(jr == pos[i]).tolist():
+                    rate[o] = rate[o] * float(eff(int(b[at[o]])))
         allowed = rule.allows_array(k[at][:, None].astype(np.float64), rate[:, None],
                                     a[run, 1][jr].astype(np.float64), per[jr, 0], per[jr, 1], per[jr, 3],
                                     np.ones(at.size, bool), per[jr, 2], queue)[:, 0]

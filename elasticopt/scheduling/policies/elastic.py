@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from elasticopt.errors import SolverError
 from elasticopt.models import Problem
 from elasticopt.scheduling.hysteresis import DEFAULT_HYSTERESIS, Hysteresis, option_filter, queue_value
-from elasticopt.scheduling.optioncache import OptionCache, vector_values
 from elasticopt.scheduling.policies.base import priority_order, register_policy
 from elasticopt.scheduling.actions import Placed
 from elasticopt.scheduling.state import Allocation, JobState, Snapshot, to_model_job
@@ -68,13 +67,13 @@ class ElasticPolicy:
         :data:`~elasticopt.scheduling.hysteresis.DEFAULT_HYSTERESIS`); pass
         the autoscaler's, so the solver does not plan changes it would veto.
     incremental
-        Assemble the option table from per-job cached options
-        (:class:`~elasticopt.scheduling.optioncache.OptionCache` on one pool;
-        :class:`~elasticopt.scheduling.typedcompile.TypedCompile`, the model's
-        compiler with its blocks kept and the filter as a mask, on several
-        GPU types or with ``node_aware``; the same table as compiling the
-        problem, faster at every event).  Used only where ``option_filter``
-        is this class's or the fixed-batch one.
+        Compile the option table with
+        :class:`~elasticopt.scheduling.typedcompile.TypedCompile`: the model's
+        compiler with its per-model blocks kept across decisions and the
+        policy's restriction (anti-thrashing rule, fixed batch) passed as a
+        mask; the same table as compiling the problem from scratch, faster at
+        every event, on any cluster.  Used only where ``option_filter`` is
+        this class's or the fixed-batch one.
     allow_preemption
         Whether running jobs may be sent back to the queue.
     time_limit_s
@@ -129,7 +128,6 @@ class ElasticPolicy:
         self.incremental = incremental
         self.node_aware = bool(node_aware)
         self.due_weight = float(due_weight)
-        self._cache = OptionCache()
         self._queue = 0.0  # the queue's waiting value at the decision being built (hysteresis.queue_value)
         self._typed = TypedCompile()
 
@@ -168,48 +166,28 @@ class ElasticPolicy:
         """
         return self.rescale_penalty * self.hysteresis.yield_factor(self._queue)
 
-    def _uses_one_pool_cache(self, cluster=None) -> bool:
-        """Whether the table comes from :class:`OptionCache` (one pool, no packed options, an objective it runs)."""
-        one_pool = cluster is None or len(cluster.types) == 1
-        return (self.incremental and one_pool and not self.node_aware and self._standard_filter()
-                and vector_values(self.objective) is not None)
-
     def _standard_filter(self) -> bool:
         return bool(getattr(type(self).option_filter, "standard", False))
 
     def _uses_cache(self, cluster=None) -> bool:
-        """Whether the table is assembled incrementally (``incremental``): on one pool by :class:`OptionCache`,
-        on several GPU types or node-aware by :class:`TypedCompile` (``cluster`` None: a one-pool cluster)."""
-        if self._uses_one_pool_cache(cluster):
-            return True
-        several = (cluster is not None and len(cluster.types) > 1) or self.node_aware
-        return self.incremental and several and self._standard_filter()
+        """Whether the table is compiled incrementally (``incremental`` and this class's or fixed-batch's filter)."""
+        return self.incremental and self._standard_filter()
 
-    def build_table(self, snapshot: Snapshot, nodes: bool = True):
-        """The option table of the snapshot's problem, assembled incrementally (see ``incremental``).
+    @staticmethod
+    def _places_itself(cluster) -> bool:
+        """One pool without node-aware options: any allocation within the GPU total can be placed
+        (docs/design.md §2) and the autoscaler places the jobs itself, keeping running ones on their GPUs."""
+        return len(cluster.types) == 1
 
-        ``nodes=False`` leaves out the cluster's nodes (``OptionTable.pools``) of a one-pool table: see
-        :meth:`allocate` (tables of several types or with packed options always have them).
+    def build_table(self, snapshot: Snapshot, nodes: bool = True, reduced: bool = False):
+        """The option table of the snapshot's problem, compiled incrementally (see ``incremental``).
+
+        ``nodes=False`` leaves out the cluster's nodes (``OptionTable.pools``) of a one-pool table
+        without node-aware options: see :meth:`allocate`.  ``reduced``: the reduced table
+        (``compile_reduced``, what ``solve`` builds from :meth:`build_problem`).
         """
         self._queue = queue_value(snapshot.jobs, snapshot.time_s)
-        if not self._uses_one_pool_cache(snapshot.cluster):
-            return self._typed_table(snapshot)
-        return self._cache.table(
-            self._due_boosted(snapshot),
-            snapshot.cluster,
-            objective=self.objective,
-            hysteresis=self.hysteresis if self.payback else None,
-            fixed_batch=self.fixed_batch,
-            rescale_penalty=self.penalty_now(),
-            priority=priority_order(snapshot, self.priority),
-            allow_preemption=self.allow_preemption,
-            nodes=nodes,
-            queue=self._queue,
-        )
-
-    def _typed_table(self, snapshot: Snapshot, reduced: bool = False):
-        self._queue = queue_value(snapshot.jobs, snapshot.time_s)
-        return self._typed.table(
+        table = self._typed.table(
             self._due_boosted(snapshot),
             snapshot.cluster,
             objective=self.objective,
@@ -222,6 +200,9 @@ class ElasticPolicy:
             node_aware=self.node_aware,
             reduced=reduced,
         )
+        if not nodes and not self.node_aware and self._places_itself(snapshot.cluster):
+            table = dataclasses.replace(table, pools=None)
+        return table
 
     def build_problem(self, snapshot: Snapshot) -> Problem:
         """The allocation problem of a snapshot."""
@@ -241,7 +222,7 @@ class ElasticPolicy:
     def allocate(self, snapshot: Snapshot) -> Allocation:
         """Solve the snapshot's problem; raise SolverError if no allocation comes back.
 
-        On one pool (the per-job cache's case, no packed options) any allocation that fits the
+        On one pool (incremental, no node-aware options) any allocation that fits the
         GPU total can be placed (docs/design.md §2), and the autoscaler places the jobs itself,
         keeping running ones on their GPUs: the table is solved without its nodes, so no
         placement is computed that nobody reads.  Elsewhere the allocation carries each job's
@@ -253,13 +234,12 @@ class ElasticPolicy:
         if not snapshot.jobs:
             return Allocation({}, info={"solver": self.solver})
         t0 = time.perf_counter()
-        cached = self._uses_one_pool_cache(snapshot.cluster)
+        cached = self._uses_cache(snapshot.cluster)
+        totals_only = cached and not self.node_aware and self._places_itself(snapshot.cluster)
         options = self.solver_options
-        if cached:
-            problem = self.build_table(snapshot, nodes=False)
-        elif self._uses_cache(snapshot.cluster):  # the reduced table solve would compile from the problem
+        if cached:  # the reduced table solve would compile from the problem (one pool: without its nodes)
             reduce = bool(options.get("reduce", True))
-            problem = self._typed_table(snapshot, reduced=reduce)
+            problem = self.build_table(snapshot, nodes=not totals_only, reduced=reduce)
             options = {**options, "reduce": False}
         else:
             problem = self.build_problem(snapshot)
@@ -272,7 +252,7 @@ class ElasticPolicy:
                 f"policy {self.name}: solver {self.solver!r} returned {sol.status.name} at "
                 f"t={snapshot.time_s:.1f}s ({sol.message}; infeasible jobs: {', '.join(sol.infeasible_jobs) or '-'})"
             )
-        where = {} if cached else {"gpu_types": dict(sol.gpu_types), "packed": dict(sol.packed),
+        where = {} if totals_only else {"gpu_types": dict(sol.gpu_types), "packed": dict(sol.packed),
                                    "nodes": solution_nodes(sol.placement, sol.gpu_types)}
         return Allocation(
             dict(sol.allocation),  # job -> (k, b) as Python ints, or None (Backend.solve builds it)
