@@ -73,6 +73,8 @@ _JOB_FIELDS = {
     "gpus_max": "gpus.max",
     "running.gpus": "running.gpus",
     "running.batch": "running.batch",
+    "running.restart_cost_s": "running.restart_cost_s",
+    "progress": "progress",
     "remaining_samples": "remaining_samples",
     "weight": "weight",
     "job.id": "id",
@@ -194,8 +196,9 @@ def _job_from_dict(d: dict[str, Any], i: int, file: str) -> Job:
             max_local=mloc,
             gpus_min=gmin,
             gpus_max=gmax,
-            running=Running(run["gpus"], run["batch"]) if run else None,
+            running=Running(run["gpus"], run["batch"], restart_cost_s=run.get("restart_cost_s", 0.0)) if run else None,
             remaining_samples=d.get("remaining_samples"),
+            progress=d.get("progress", "samples"),
             weight=d.get("weight", 1.0),
             efficiency=None if "throughput" in d else profile_efficiency(tp),
         )
@@ -349,8 +352,12 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
         d["gpus"] = g
         if job.running is not None:
             d["running"] = {"gpus": job.running.gpus, "batch": job.running.batch}
+            if job.running.restart_cost_s:
+                d["running"]["restart_cost_s"] = _num(job.running.restart_cost_s)
         if job.remaining_samples is not None:
             d["remaining_samples"] = _num(job.remaining_samples)
+        if job.progress != "samples":
+            d["progress"] = job.progress
         if job.weight != 1.0:
             d["weight"] = _num(job.weight)
         jobs.append(d)

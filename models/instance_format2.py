@@ -144,11 +144,12 @@ def _job(d: dict[str, Any], i: int, file: str, types: tuple[str, ...], resolve: 
         if rt is None and len(types) > 1:
             raise InstanceError(file, f"{where}.running.type", "the GPU type it runs on (the cluster has several)", None)
         nodes = tuple(run["nodes"]) if "nodes" in run else None
-        running = Running(run["gpus"], run["batch"], rt, nodes)
+        running = Running(run["gpus"], run["batch"], rt, nodes, run.get("restart_cost_s", 0.0))
     try:
         job = Job(
             id=d["id"], throughput=tp, batch_min=bmin, batch_max=bmax, max_local=mloc, gpus_min=gmin, gpus_max=gmax,
             running=running, remaining_samples=d.get("remaining_samples"), weight=d.get("weight", 1.0),
+            progress=d.get("progress", "samples"),
             types=tuple(d["types"]) if "types" in d else None, values=values,
             efficiency=None if "throughput" in d else profile_efficiency(list(tp.values()) if isinstance(tp, dict) else tp),
         )
@@ -286,9 +287,13 @@ def problem_to_dict_2(problem: Problem) -> dict[str, Any]:
                 r["type"] = job.running.gpu_type
             if job.running.nodes is not None:
                 r["nodes"] = list(job.running.nodes)
+            if job.running.restart_cost_s:
+                r["restart_cost_s"] = _num(job.running.restart_cost_s)
             d["running"] = r
         if job.remaining_samples is not None:
             d["remaining_samples"] = _num(job.remaining_samples)
+        if job.progress != "samples":
+            d["progress"] = job.progress
         if job.weight != 1.0:
             d["weight"] = _num(job.weight)
         jobs.append(d)

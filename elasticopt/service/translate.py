@@ -236,7 +236,7 @@ def translate(doc: dict[str, Any], screened: bool = False) -> Translation:
             if options:
                 out["options"] = options
         else:
-            for key in ("profile", "batch", "gpus", "remaining_samples", "weight"):
+            for key in ("profile", "batch", "gpus", "remaining_samples", "weight", "progress"):
                 if key in jd:
                     out[key] = jd[key]
             if "throughput" in jd:
@@ -255,6 +255,8 @@ def translate(doc: dict[str, Any], screened: bool = False) -> Translation:
             continue
         if run is not None and (model_allow or not may_idle):
             out["running"] = {"gpus": run["gpus"], "batch": run.get("batch", run["gpus"])}
+            if "restart_cost_s" in run:
+                out["running"]["restart_cost_s"] = run["restart_cost_s"]
             if general:
                 out["running"]["type"] = run_pool
         inst_jobs.append(out)
@@ -339,7 +341,8 @@ def _values_problem(jobs: list[dict[str, Any]], cluster_doc: dict[str, Any], all
             batch_min=min(batches),
             batch_max=max(batches),
             max_local=max(key[2] // key[1] for key in values),
-            running=Running(run["gpus"], run["batch"], run.get("type")) if run else None,
+            running=Running(run["gpus"], run["batch"], run.get("type"),
+                            restart_cost_s=run.get("restart_cost_s", 0.0)) if run else None,
             values=values,
         ))
     return Problem(cluster, tuple(built), objective="value", allow_preemption=allow,
