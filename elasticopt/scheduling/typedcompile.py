@@ -79,13 +79,18 @@ class TypedCompile:
         moving: list[tuple] = []
         tindex = {t: i for i, t in enumerate(types)}
         inf = math.inf
+        isfinite = math.isfinite
+        add_job, add_row, add_moving = out.append, fixed.append, moving.append
         for st, r in zip(jobs, restricted):
             spec = st.spec
-            rem = st.remaining_samples
+            jid = spec.id
+            rem = spec.total_samples - st.samples_done  # JobState.remaining_samples, inlined
+            if rem < 0.0:
+                rem = 0.0
             key = (spec, r, st.gpus, st.batch, st.gpu_type, st.placed if node_aware else None, st.restart_cost_s,
                    st.progress)
-            hit = old.get(spec.id)
-            if hit is None or hit[0] != key or not math.isfinite(rem):  # (an equal spec is the same job)
+            hit = old.get(jid)
+            if hit is None or hit[0] != key or not isfinite(rem):  # (an equal spec is the same job)
                 job = to_model_job(st, None, nodes=node_aware, models=wrap if r else _base)
                 running = st.is_running
                 ctype = ((-1 if spec.throughputs is None else tindex.get(st.gpu_type, -2)) if running else -2)
@@ -93,19 +98,20 @@ class TypedCompile:
                 rate_now = (st.progress_per_s(st.gpus, st.batch) or 0.0) if running else 0.0
             else:
                 job, row, rate_now = hit[1], hit[2], hit[3]
-                if job.remaining_samples != (rem if rem > 0 else None):
+                left = rem if rem > 0 else None
+                if job.remaining_samples != left:
                     # a running job that did not change: the same Job but for its remaining work (a finite
                     # number, checked above; 0 is None, as to_model_job writes it), no need to validate it again
                     fresh = object.__new__(Job)
                     fresh.__dict__.update(job.__dict__)
-                    fresh.__dict__["remaining_samples"] = rem if rem > 0 else None
+                    fresh.__dict__["remaining_samples"] = left
                     job = fresh
-            new[spec.id] = (key, job, row, rate_now)
-            out.append(job)
-            fixed.append(row)
+            new[jid] = (key, job, row, rate_now)
+            add_job(job)
+            add_row(row)
             if row[3] > -2:
                 since = st.since_rescale_s
-                moving.append((rem, st.restart_cost_s, inf if since is None else since, rate_now))
+                add_moving((rem, st.restart_cost_s, inf if since is None else since, rate_now))
         self._jobs = new
         n = len(fixed)
         return (tuple(out), np.array(fixed, dtype=np.int64).reshape(n, 5),
@@ -225,23 +231,28 @@ def _keep(rows: OptionRows, jobs: Sequence[JobState], a: np.ndarray, per: np.nda
     progress rate now) of the i-th running job (:meth:`TypedCompile._model_jobs`).
     """
     n = len(jobs)
-    j = rows.job
-    k, b = rows.gpus, rows.batch
+    out = np.ones(rows.job.size, bool)
+    sel = np.flatnonzero(a[rows.job, 0])  # the options of restricted jobs: only they can be dropped
+    if not sel.size:
+        return out
+    j = rows.job[sel]
+    k, b = rows.gpus[sel], rows.batch[sel]
     ctype = a[j, 3]
-    cur = (ctype > -2) & (k == a[j, 1]) & (b == a[j, 2]) & ((ctype == -1) | (rows.gpu_type == ctype))
-    ok = np.ones(j.size, bool)
+    running = ctype > -2
+    cur = running & (k == a[j, 1]) & (b == a[j, 2]) & ((ctype == -1) | (rows.gpu_type[sel] == ctype))
+    ok = np.ones(sel.size, bool)
     if fixed_batch:
         ok &= b == a[j, 4]
     run = np.flatnonzero(a[:, 3] > -2)
     if rule is not None and run.size:
         pos = np.full(n, -1, np.int64)
         pos[run] = np.arange(run.size)
-        at = np.flatnonzero(pos[j] >= 0)  # the running jobs' options
+        at = np.flatnonzero(running)  # the running jobs' options (all restricted under the rule), in rows order
         jr = pos[j[at]]
         # the rule's progress rate of each option: samples/s of the job's (unrestricted) model on its type, which
         # the wrapped rows carry (a node-aware table's multi-GPU options carry their spread or packed rate
         # instead: _PlainRates), times E(b) under goodput accounting
-        rate = rows.samples_per_s[at]
+        rate = rows.samples_per_s[sel[at]]
         if plain is not None and (node_aware or rows.packed.any()):
             rate = plain.rates(rows, jobs, run.tolist(), rate)
         for i in run.tolist():
@@ -254,4 +265,5 @@ def _keep(rows: OptionRows, jobs: Sequence[JobState], a: np.ndarray, per: np.nda
                                     a[run, 1][jr].astype(np.float64), per[jr, 0], per[jr, 1], per[jr, 3],
                                     np.ones(at.size, bool), per[jr, 2], queue)[:, 0]
         ok[at] &= allowed
-    return ~a[j, 0].astype(bool) | cur | ok
+    out[sel] = cur | ok
+    return out
