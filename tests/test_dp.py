@@ -140,7 +140,7 @@ def test_jax_dp_does_not_recompile_across_job_counts_and_clipping():
 
 
 def _kernel_keys():
-    return [(c, 3, bucket(61, 8, 16), "int8") for c in CHUNKS]
+    return [(c, 3, bucket(61, 8, 16), "int8", "int32") for c in CHUNKS]
 
 
 def test_chunk_plan():
