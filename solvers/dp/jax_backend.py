@@ -3,13 +3,17 @@
 The recurrence is the one of :mod:`elasticopt.solvers.dp.numpy_backend`.  One
 ``lax.scan`` runs over the jobs; each step takes, for each of the K options, a
 shifted copy of F with ``lax.dynamic_slice`` (not a gather: 10-30x faster on
-CPU), keeps the running max and an int8 argmax row.  A reverse ``lax.scan``
+CPU) and keeps the running max of packed ``value * W + option code``: one max
+per option yields the best value and its argmax row (int8) at once
+(:mod:`~elasticopt.solvers.dp.value_type`; a compare-and-select argmax made
+XLA compute the max chain twice, once per output).  A reverse ``lax.scan``
 walks the argmax table back from p = G.
 
-States and utilities are int32 where :func:`value_dtype` proves from the table
-that no value can overflow (exact bounds, decided per call before the kernel
-is chosen; twice the SIMD lanes, ~1.5x faster), int64 otherwise, inside a
-``jax.enable_x64`` context.  Jobs are scanned in chunks of fixed sizes (512, 64, 8)
+The packed values are int32 where :func:`~elasticopt.solvers.dp.value_type.value_type`
+proves from the table that none can overflow (exact bounds, decided per call
+before the kernel is chosen; twice the SIMD lanes), int64 otherwise, inside a
+``jax.enable_x64`` context; an unpacked int64 kernel with a compare-and-select
+argmax remains for widths too large to pack.  Jobs are scanned in chunks of fixed sizes (512, 64, 8)
 with F carried from chunk to chunk, options are padded to a bucket, the GPU
 axis to a bucket of the problem's full cluster size, and G is a traced
 argument: one compiled kernel pair per (chunk, options bucket, cluster bucket)
@@ -35,7 +39,7 @@ import numpy as np
 from elasticopt.solvers.dp.reduced_costs import Fixing, Proof, quick_proof_multi, reduced_cost_fixing
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Capabilities, Outcome
-from elasticopt.solvers.dp.value_type import INFEASIBLE_BELOW32, NEG32, best_value, np_type, value_dtype
+from elasticopt.solvers.dp.value_type import ARGMAX64, ValueType, value_type
 from elasticopt.solvers.dp.windowed import window_dp
 from elasticopt.solvers.common import MAX_CELLS, NEG, dp_outcome, state_shape, too_large
 from elasticopt.solvers.registry import register
@@ -138,42 +142,77 @@ def _clip(table: OptionTable) -> OptionTable:
     return replace(table, capacities=caps, capacity=int(caps.sum()))
 
 
-def _value_type(value_dtype: str) -> tuple[Any, Any, Any]:
-    """The kernels' value type, its -inf and the step that ends each job (int32: infeasible values reset)."""
+def _step(vt: ValueType, width: int, length: int, arg_dtype: str):
+    """One job of the forward scan and the scan's end: ``step(carry, shifted, idle) -> (carry', row)``,
+    ``finish(carry, rows) -> (carry, args)``.
+
+    ``shifted(Fpad, o, neg)`` is option o's candidate row read from ``Fpad`` (``Fpad[length + p] = F[p]``, in
+    the kernel's units) or ``neg`` where the option cannot be taken.  The unpacked kernel carries F and emits
+    each job's argmax row.  The packed kernels carry the packed maxima themselves (value and code: written
+    once; deriving F and the argmax row from one max in the same step made XLA compute the max chain twice,
+    once per output) and emit the previous job's argmax row, decoded from the carry: ``finish`` shifts the
+    rows by one job and decodes the last from the final carry.
+    """
     import jax.numpy as jnp
 
-    if value_dtype == "int64":
-        return jnp.int64, jnp.int64(NEG), lambda best: best
-    neg = jnp.int32(NEG32)
-    if value_dtype == "int32":
-        return jnp.int32, neg, lambda best: best
-    if value_dtype != "int32-reset":
-        raise ValueError(f"value_dtype: expected 'int64', 'int32' or 'int32-reset', found {value_dtype!r}")
-    return jnp.int32, neg, lambda best: jnp.where(best < INFEASIBLE_BELOW32, neg, best)
+    adt = jnp.dtype(arg_dtype)
+    vdt = jnp.dtype(vt.dtype)
+    if not vt.shift_bits:  # the unpacked int64 kernel: running max and an argmax row
+        neg = jnp.int64(NEG)
+
+        def step(F, shifted, idle):
+            Fpad = jnp.concatenate([jnp.full(length, neg, dtype=vdt), F])
+            best = jnp.where(idle, F, neg)
+            arg = jnp.full(length, -1, dtype=adt)  # arg[p]: chosen option at state p (-1 = idle)
+            for o in range(width):  # unrolled: K shifted slices
+                cand = shifted(Fpad, o, neg)
+                better = cand > best
+                best = jnp.where(better, cand, best)
+                arg = jnp.where(better, jnp.asarray(o, dtype=adt), arg)
+            return best, arg
+
+        return step, lambda F, args: (F, args)
+    W = 1 << vt.shift_bits
+    negp = vdt.type(vt.neg * W)  # the packed -inf (code 0)
+    below = vdt.type(vt.infeasible_below * W)
+
+    def decode(P):  # code W - 1: idle (-1); W - 2 - o: option o
+        code = P & (W - 1)
+        return jnp.where(code == W - 1, -1, (W - 2) - code).astype(adt)
+
+    def step(P, shifted, idle):
+        FW = P & ~(W - 1)  # F * W: the previous job's code cleared
+        Fpad = jnp.concatenate([jnp.full(length, negp, dtype=vdt), FW])
+        best = jnp.where(idle, FW + (W - 1), negp + (W - 1))
+        for o in range(width):  # unrolled: K shifted slices, the packed utility u * W + (W - 2 - o) added
+            best = jnp.maximum(best, shifted(Fpad, o, negp))
+        if vt.reset:  # infeasible values back to -inf: they cannot grow into the feasible range
+            best = jnp.where(best < below, negp, best)
+        return best, decode(P)
+
+    def finish(P, rows):
+        return P, jnp.concatenate([rows[1:], decode(P)[None]])
+
+    return step, finish
 
 
 @functools.lru_cache(maxsize=256)
-def _kernels(chunk: int, width: int, length: int, arg_dtype: str, value_dtype: str = "int64"):
+def _kernels(chunk: int, width: int, length: int, arg_dtype: str, vt: ValueType = ARGMAX64):
     """Jitted forward and backward scans over one chunk of jobs (cached per shape and value type)."""
     import jax
     import jax.numpy as jnp
     from jax import lax
 
-    adt = jnp.dtype(arg_dtype)
-    vdt, neg, reset = _value_type(value_dtype)
+    step, finish = _step(vt, width, length, arg_dtype)
 
     def forward(F, x):
-        g, u, idle = x  # g[o], u[o]: GPUs and utility of option o; idle: may this job get 0 GPUs
-        Fpad = jnp.concatenate([jnp.full(length, neg, dtype=vdt), F])  # Fpad[length + p] = F[p]
-        best = jnp.where(idle, F, neg)
-        arg = jnp.full(length, -1, dtype=adt)  # arg[p]: chosen option at state p (-1 = idle)
-        for o in range(width):  # unrolled: K shifted slices
+        g, u, idle = x  # g[o], u[o]: GPUs and utility of option o (packed); idle: may this job get 0 GPUs
+
+        def shifted(Fpad, o, neg):
             # start length - k (k <= length by construction; jax would wrap a negative start)
-            cand = lax.dynamic_slice(Fpad, (length - g[o],), (length,)) + u[o]
-            better = cand > best
-            best = jnp.where(better, cand, best)
-            arg = jnp.where(better, jnp.asarray(o, dtype=adt), arg)
-        return reset(best), arg
+            return lax.dynamic_slice(Fpad, (length - g[o],), (length,)) + u[o]
+
+        return step(F, shifted, idle)
 
     def backward(p, x):
         a_row, g_row = x
@@ -182,7 +221,7 @@ def _kernels(chunk: int, width: int, length: int, arg_dtype: str, value_dtype: s
         return p - k, o
 
     def fwd(F, gpus, util, idle):
-        return lax.scan(forward, F, (gpus, util, idle))
+        return finish(*lax.scan(forward, F, (gpus, util, idle)))
 
     def bwd(p, args, gpus):
         return lax.scan(backward, p, (args, gpus), reverse=True)
@@ -191,29 +230,25 @@ def _kernels(chunk: int, width: int, length: int, arg_dtype: str, value_dtype: s
 
 
 @functools.lru_cache(maxsize=256)
-def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype: str, value_dtype: str = "int64"):
+def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype: str, vt: ValueType = ARGMAX64):
     """Jitted scans over one chunk of jobs on a flattened multi-type state (cached per shape and value type)."""
     import jax
     import jax.numpy as jnp
     from jax import lax
 
-    adt = jnp.dtype(arg_dtype)
-    vdt, neg, reset = _value_type(value_dtype)
+    step, finish = _step(vt, width, length, arg_dtype)
 
     def forward(carry, x):
         F, coords = carry
         shift, k, ty, u, idle = x  # per option: flat offset k*stride_t, GPUs k, type t, utility; may this job idle
-        Fpad = jnp.concatenate([jnp.full(length, neg, dtype=vdt), F])  # Fpad[length + p] = F[p]
-        best = jnp.where(idle, F, neg)
-        arg = jnp.full(length, -1, dtype=adt)  # arg[p]: chosen option at flat state p (-1 = idle)
-        for o in range(width):
+
+        def shifted(Fpad, o, neg):
             cand = lax.dynamic_slice(Fpad, (length - shift[o],), (length,)) + u[o]
             ok = coords[ty[o]] >= k[o]  # the type's coordinate holds k GPUs: no wrap into another axis
-            cand = jnp.where(ok, cand, neg)
-            better = cand > best
-            best = jnp.where(better, cand, best)
-            arg = jnp.where(better, jnp.asarray(o, dtype=adt), arg)
-        return (reset(best), coords), arg
+            return jnp.where(ok, cand, neg)
+
+        F, arg = step(F, shifted, idle)
+        return (F, coords), arg
 
     def backward(p, x):
         a_row, s_row = x
@@ -222,13 +257,23 @@ def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype:
         return p - d, o
 
     def fwd(F, coords, shift, k, ty, util, idle):
-        (F, _), args = lax.scan(forward, (F, coords), (shift, k, ty, util, idle))
-        return F, args
+        (F, _), rows = lax.scan(forward, (F, coords), (shift, k, ty, util, idle))
+        return finish(F, rows)
 
     def bwd(p, args, shift):
         return lax.scan(backward, p, (args, shift), reverse=True)
 
     return jax.jit(fwd), jax.jit(bwd)
+
+
+def _values(util: np.ndarray, vt: ValueType, arrays: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """The utilities in the kernel's units (packed with each option's code; invalid ones -inf) and ``arrays``
+    in its integer type."""
+    if vt.shift_bits:
+        W = 1 << vt.shift_bits
+        code = (W - 2) - np.arange(util.shape[1], dtype=np.int64)
+        util = np.where(util == NEG, vt.neg * W, util * W + code)
+    return (util.astype(vt.numpy),) + tuple(a.astype(vt.numpy) for a in arrays)
 
 
 @register
@@ -282,8 +327,8 @@ class JaxDP(Backend):
         return model
 
     @staticmethod
-    def _arrays(table: OptionTable, length_for: int, value_type: str | None = None) -> dict[str, Any]:
-        """The padded arrays of the one-type kernels; ``value_type`` (tests) overrides :func:`value_dtype`."""
+    def _arrays(table: OptionTable, length_for: int, vt: ValueType | None = None) -> dict[str, Any]:
+        """The padded arrays of the one-type kernels; ``vt`` (tests) overrides :func:`value_type`."""
         n, K = table.gpus.shape
         G = table.capacity
         plan = chunk_plan(n)
@@ -296,15 +341,14 @@ class JaxDP(Backend):
         util[:n, :K] = np.where(valid, table.utility, NEG)
         idle[:n] = table.idle_allowed
         arg_dtype = "int8" if width <= 127 else "int16"
-        vdt = value_type or value_dtype(table.utility, table.gpus, valid, table.idle_allowed, length - 1)
-        if vdt != "int64":  # invalid options: the pad (shift = length) plus NEG32
-            gpus, util = gpus.astype(np.int32), np.where(util == NEG, NEG32, util).astype(np.int32)
+        vt = vt or value_type(table.utility, table.gpus, valid, table.idle_allowed, length - 1, width)
+        util, gpus = _values(util, vt, (gpus,))  # invalid options: the pad (shift = length) plus -inf
         return {"gpus": gpus, "util": util, "idle": idle, "G": G, "plan": plan, "width": width,
-                "length": length, "dtype": arg_dtype, "value_dtype": vdt}
+                "length": length, "dtype": arg_dtype, "value_type": vt}
 
     @staticmethod
-    def _arrays_multi(table: OptionTable, value_type: str | None = None) -> dict[str, Any]:
-        """The padded arrays of the multi-type kernels; ``value_type`` (tests) overrides :func:`value_dtype`."""
+    def _arrays_multi(table: OptionTable, vt: ValueType | None = None) -> dict[str, Any]:
+        """The padded arrays of the multi-type kernels; ``vt`` (tests) overrides :func:`value_type`."""
         n, K = table.gpus.shape
         dims = [int(c) + 1 for c in table.capacities]
         strides = np.ones(len(dims), dtype=np.int64)
@@ -333,13 +377,11 @@ class JaxDP(Backend):
         idle[:n] = table.idle_allowed
         arg_dtype = "int8" if width <= 127 else "int16"
         # a flat state counts at most sum_t (dims_t - 1) GPUs
-        vdt = value_type or value_dtype(table.utility, table.gpus, valid, table.idle_allowed, sum(dims) - len(dims))
-        if vdt != "int64":
-            coords, shift, kk, ty = (a.astype(np.int32) for a in (coords, shift, kk, ty))
-            util = np.where(util == NEG, NEG32, util).astype(np.int32)
+        vt = vt or value_type(table.utility, table.gpus, valid, table.idle_allowed, sum(dims) - len(dims), width)
+        util, coords, shift, kk, ty = _values(util, vt, (coords, shift, kk, ty))
         return {"multi": True, "coords": coords, "shift": shift, "k": kk, "ty": ty, "util": util, "idle": idle,
                 "top": S - 1, "plan": plan, "width": width, "length": length, "dtype": arg_dtype,
-                "n_types": len(dims), "value_dtype": vdt}
+                "n_types": len(dims), "value_type": vt}
 
     def _run_multi(self, model: dict[str, Any], deadline: float | None = None) -> Any:
         import jax
@@ -347,15 +389,15 @@ class JaxDP(Backend):
 
         width, length, dtype, T = model["width"], model["length"], model["dtype"], model["n_types"]
         shift, kk, ty, util, idle = model["shift"], model["k"], model["ty"], model["util"], model["idle"]
-        vdt = model["value_dtype"]
+        vt = model["value_type"]
         with jax.enable_x64(True):
             coords = jnp.asarray(model["coords"])
-            F = jnp.zeros(length, dtype=np_type(vdt))
+            F = jnp.zeros(length, dtype=vt.numpy)
             starts, args = [], []
             s = 0
             plan = timed_plan(model["plan"], width * length, deadline)
             for c in plan:
-                fwd, _ = _kernels_multi(c, width, length, T, dtype, vdt)
+                fwd, _ = _kernels_multi(c, width, length, T, dtype, vt)
                 sl = slice(s, s + c)
                 F, a = fwd(F, coords, shift[sl], kk[sl], ty[sl], util[sl], idle[sl])
                 starts.append(s)
@@ -363,11 +405,11 @@ class JaxDP(Backend):
                 s += c
                 if _past(deadline, F):
                     return TIMED_OUT
-            best = best_value(int(F[model["top"]]), vdt)
-            p = jnp.asarray(model["top"], dtype=np_type(vdt))
+            best = vt.best(int(F[model["top"]]))
+            p = jnp.asarray(model["top"], dtype=vt.numpy)
             choice = np.empty(s, dtype=np.int64)
             for c, s0, a in zip(reversed(plan), reversed(starts), reversed(args)):
-                _, bwd = _kernels_multi(c, width, length, T, dtype, vdt)
+                _, bwd = _kernels_multi(c, width, length, T, dtype, vt)
                 p, ch = bwd(p, a, shift[s0 : s0 + c])
                 choice[s0 : s0 + c] = np.asarray(ch)
         return best, choice
@@ -403,25 +445,25 @@ class JaxDP(Backend):
         import jax.numpy as jnp
 
         width, length, dtype = model["width"], model["length"], model["dtype"]
-        gpus, util, idle, vdt = model["gpus"], model["util"], model["idle"], model["value_dtype"]
+        gpus, util, idle, vt = model["gpus"], model["util"], model["idle"], model["value_type"]
         with jax.enable_x64(True):
-            F = jnp.zeros(length, dtype=np_type(vdt))  # F[p]: best utility of the jobs so far on <= p GPUs
+            F = jnp.zeros(length, dtype=vt.numpy)  # F[p]: best utility of the jobs so far on <= p GPUs
             starts, args = [], []
             s = 0
             plan = timed_plan(model["plan"], width * length, deadline)
             for c in plan:
-                fwd, _ = _kernels(c, width, length, dtype, vdt)
+                fwd, _ = _kernels(c, width, length, dtype, vt)
                 F, a = fwd(F, gpus[s : s + c], util[s : s + c], idle[s : s + c])
                 starts.append(s)
                 args.append(a)
                 s += c
                 if _past(deadline, F):
                     return TIMED_OUT
-            best = best_value(int(F[model["G"]]), vdt)
-            p = jnp.asarray(model["G"], dtype=np_type(vdt))
+            best = vt.best(int(F[model["G"]]))
+            p = jnp.asarray(model["G"], dtype=vt.numpy)
             choice = np.empty(s, dtype=np.int64)
             for c, s0, a in zip(reversed(plan), reversed(starts), reversed(args)):
-                _, bwd = _kernels(c, width, length, dtype, vdt)
+                _, bwd = _kernels(c, width, length, dtype, vt)
                 p, ch = bwd(p, a, gpus[s0 : s0 + c])
                 choice[s0 : s0 + c] = np.asarray(ch)
         return best, choice

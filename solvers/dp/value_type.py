@@ -1,88 +1,132 @@
-"""The dp kernels' value type: int32 where the table provably allows it, int64 otherwise (docs/design.md §3).
+"""The dp kernels' value type: packed int32 where the table provably allows it, else int64 (docs/design.md §3).
 
-int32 states and utilities give the jax kernels twice the SIMD lanes (~1.5x
-faster on CPU).  :func:`value_dtype` decides per call, from the table, before
-a kernel is chosen; its bounds are exact (integers throughout), so an int32
-kernel computes the same optimum and the same choices as the int64 one
-(tests/test_dp_value_type.py).
+The jax kernels keep, per DP state, one integer ``P = v * W + c``: the value
+``v`` and, in the low ``S = log2 W`` bits, a code ``c`` of the option that
+reached it (``W - 1`` idle, ``W - 2 - o`` option o; ``W >= width + 1``).  A
+plain ``max`` over the options then yields the best value and its argmax at
+once, with the int64 kernels' tie rule (idle first, then the lowest option):
+one add and one max per option and state instead of add, compare and two
+selects.  int32 gives twice the SIMD lanes again.  :func:`value_type`
+decides per call, from the table, before a kernel is chosen; its bounds are
+exact (integers throughout), so every kernel computes the same optimum and
+the same choices (tests/test_dp_value_type.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from elasticopt.solvers.common import NEG
+from elasticopt.solvers.common import INFEASIBLE_BELOW, NEG
 
-__all__ = ["NEG32", "INFEASIBLE_BELOW32", "INT32_MAX", "value_dtype", "np_type", "best_value"]
-
-#: The int32 kernels' -inf: twice it (the pad read plus an invalid option's utility) is -2**31, still an int32.
-NEG32 = -(1 << 30)
-#: In the int32 kernels a value below this is infeasible: after every job such values are reset to NEG32,
-#: so that an infeasible value is at most NEG32 + one utility (int64 keeps NEG plus a sum instead).
-INFEASIBLE_BELOW32 = -(1 << 29)
-#: The largest int32.
-INT32_MAX = (1 << 31) - 1
+__all__ = ["ValueType", "value_type", "ARGMAX64"]
 
 
-def value_dtype(utility: np.ndarray, gpus: np.ndarray, valid: np.ndarray, idle_allowed: np.ndarray,
-                most_gpus: int) -> str:
-    """The DP's value type: ``"int32"`` or ``"int32-reset"`` where its values provably fit int32, else ``"int64"``.
+@dataclass(frozen=True)
+class ValueType:
+    """How the kernels hold the DP's values.
 
-    The int32 kernels are exact when (every bound exact, over the valid options):
+    Attributes
+    ----------
+    dtype
+        ``"int32"`` or ``"int64"``.
+    shift_bits
+        S: values packed with an S-bit option code (``W = 2**S``); 0: the
+        unpacked int64 kernel with an argmax row (``NEG``, widths past what
+        packing allows).
+    reset
+        Whether infeasible values are reset to :attr:`neg` after each job (needed
+        where they could otherwise grow into the feasible range).
+    """
 
-    - ``|u| < 2**29`` for every utility: an infeasible value (reset to ``NEG32``
-      after each job, then at most one utility added) stays below
-      ``INFEASIBLE_BELOW32 = -2**29``. The reset (one pass over the states per
-      job, ~12% of the kernel) is left out, ``"int32"``, where no infeasible
-      value can arise or grow: every job may idle (F stays feasible; a read of
-      the pad, ``NEG32`` plus one utility, never beats it), or the sum over
-      jobs of their largest utility is below ``2**29``;
+    dtype: str
+    shift_bits: int
+    reset: bool
+
+    @property
+    def half_range(self) -> int:
+        """M = 2**(bits - 1) / W: the packed values' range in value units."""
+        return (1 << (31 if self.dtype == "int32" else 63)) >> self.shift_bits
+
+    @property
+    def neg(self) -> int:
+        """The kernels' -inf in value units (``-M/2``; twice it, packed, is the type's minimum)."""
+        return -(self.half_range // 2) if self.shift_bits else NEG
+
+    @property
+    def infeasible_below(self) -> int:
+        """Values below this are infeasible (``-M/4``)."""
+        return -(self.half_range // 4) if self.shift_bits else INFEASIBLE_BELOW
+
+    @property
+    def numpy(self) -> type:
+        """The numpy integer type."""
+        return np.int32 if self.dtype == "int32" else np.int64
+
+    def best(self, value: int) -> int:
+        """The DP's optimum from a kernel's final state (unpacked; an infeasible value becomes ``NEG``)."""
+        value >>= self.shift_bits
+        return NEG if value < self.infeasible_below else value
+
+
+#: The fall-back: the unpacked int64 kernel (NEG = -2**60 leaves every compiled table's totals, < 2**52, room).
+ARGMAX64 = ValueType("int64", 0, False)
+
+
+def value_type(utility: np.ndarray, gpus: np.ndarray, valid: np.ndarray, idle_allowed: np.ndarray,
+               most_gpus: int, width: int) -> ValueType:
+    """The first of packed int32, packed int64 whose range provably holds the DP, else :data:`ARGMAX64`.
+
+    With ``W = 2**S >= width + 1`` and ``M = 2**(bits - 1) / W``, the packed
+    kernels are exact when (every bound exact, over the valid options):
+
+    - ``|u| < M/4`` for every utility: an infeasible value (reset to
+      ``-M/2`` after each job, then at most one utility added) stays below
+      ``-M/4``.  The reset (one pass over the states per job) is left out
+      where no infeasible value can arise or grow: every job may idle (F
+      stays feasible; a read of the pad, ``-M/2`` plus one utility, never
+      beats it), or the sum over jobs of their largest utility is below ``M/4``;
     - the lowest feasible value, ``-sum_j max(0, -min_o u_jo)``, is at least
-      ``-2**29``: above every infeasible one;
-    - the highest state value ``hi = min(sum_j max(0, max_o u_jo), rho * most_gpus)``
+      ``-M/4``: above every infeasible one;
+    - the highest state value ``hi = min(sum_j max(0, max_o u_jo), floor(rho * most_gpus))``
       (``rho`` the largest utility per GPU: a state of p GPUs is worth at most
-      ``rho * p``; unbounded if an option of 0 GPUs has u > 0), plus the largest
-      utility, is at most ``2**31 - 1``: no candidate overflows;
-    - the lowest candidate, the pad ``NEG32`` plus an invalid option's ``NEG32``,
-      is ``-2**31``: an int32.
+      ``rho * p``; no such bound if an option of 0 GPUs has u > 0), plus the
+      largest utility, is at most ``M - 1``: no packed candidate,
+      ``(hi + u) * W + W - 1``, overflows;
+    - the lowest packed candidate, the pad ``-M/2 * W`` plus an invalid
+      option's ``-M/2 * W``, is ``-2**(bits - 1)``: the type's minimum.
 
     Parameters
     ----------
     utility, gpus, valid
         ``[n, K]`` option arrays (utilities as integers).
+    idle_allowed
+        ``[n]``: may the job get no GPUs.
     most_gpus
         The most GPUs a DP state counts (the padded state axis' last index, or the sum of the per-type
         capacities with several types).
+    width
+        The kernel's (padded) number of options.
     """
-    if not valid.any():
-        return "int32"
-    no_reset = bool(np.all(idle_allowed))
+    shift = int(width).bit_length()  # W = 2**shift >= width + 1
     u = np.where(valid, utility, 0).astype(np.int64)
-    lim = 1 << 29
-    if int(np.abs(u).max()) >= lim:
-        return "int64"
-    low = int(np.maximum(-np.where(valid, utility, 0).min(axis=1), 0).sum())
-    if low > lim:
-        return "int64"
-    u_top = int(u.max())
-    hi = int(np.maximum(u.max(axis=1), 0).sum())
+    if not u.size:
+        u = np.zeros((1, 1), dtype=np.int64)
+    u_abs, u_top = int(np.abs(u).max()), int(u.max())
+    low = int(np.maximum(-u.min(axis=1), 0).sum())
+    sum_pos = int(np.maximum(u.max(axis=1), 0).sum())
+    hi = sum_pos
     k = np.where(valid, gpus, 1)
-    if not ((k <= 0) & (u > 0)).any():
+    if valid.any() and not ((k <= 0) & (u > 0)).any() and u_abs * max(int(most_gpus), 1) < 1 << 62:
+        # floor(rho * most_gpus) = max_o floor(u_o * most_gpus / k_o), exactly in int64 (no product overflows)
         pos = valid & (k > 0)
-        # floor(rho * most_gpus) = max_o floor(u_o * most_gpus / k_o), exactly in integers (|u| < 2**29)
-        by_rho = int(np.where(pos, np.maximum(u, 0) * int(most_gpus) // k, 0).max())
-        hi = min(hi, by_rho)
-    if hi + max(u_top, 0) > INT32_MAX:
-        return "int64"
-    no_reset = no_reset or int(np.maximum(u.max(axis=1), 0).sum()) < lim
-    return "int32" if no_reset else "int32-reset"
-
-
-def np_type(value_dtype: str) -> type:
-    """The numpy integer type of a :func:`value_dtype`."""
-    return np.int64 if value_dtype == "int64" else np.int32
-
-
-def best_value(value: int, value_dtype: str) -> int:
-    """The DP's optimum as the int64 kernels state it (an infeasible int32 value becomes ``NEG``)."""
-    return NEG if value_dtype != "int64" and value < INFEASIBLE_BELOW32 else value
+        hi = min(hi, int(np.where(pos, np.maximum(u, 0) * int(most_gpus) // k, 0).max()))
+    for dtype in ("int32", "int64"):
+        vt = ValueType(dtype, shift, False)
+        M = vt.half_range
+        if M < 8 or u_abs >= M // 4 or low > M // 4 or hi + max(u_top, 0) > M - 1:
+            continue
+        no_reset = bool(np.all(idle_allowed)) or sum_pos < M // 4
+        return ValueType(dtype, shift, not no_reset)
+    return ARGMAX64
