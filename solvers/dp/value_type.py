@@ -110,23 +110,39 @@ def value_type(utility: np.ndarray, gpus: np.ndarray, valid: np.ndarray, idle_al
         The kernel's (padded) number of options.
     """
     shift = int(width).bit_length()  # W = 2**shift >= width + 1
-    u = np.where(valid, utility, 0).astype(np.int64)
+    u = np.where(valid, utility, 0)
     if not u.size:
         u = np.zeros((1, 1), dtype=np.int64)
-    u_abs, u_top = int(np.abs(u).max()), int(u.max())
-    low = int(np.maximum(-u.min(axis=1), 0).sum())
-    sum_pos = int(np.maximum(u.max(axis=1), 0).sum())
-    hi = sum_pos
-    k = np.where(valid, gpus, 1)
-    if valid.any() and not ((k <= 0) & (u > 0)).any() and u_abs * max(int(most_gpus), 1) < 1 << 62:
-        # floor(rho * most_gpus) = max_o floor(u_o * most_gpus / k_o), exactly in int64 (no product overflows)
-        pos = valid & (k > 0)
-        hi = min(hi, int(np.where(pos, np.maximum(u, 0) * int(most_gpus) // k, 0).max()))
+    row_max, row_min = u.max(axis=1), u.min(axis=1)
+    u_top, u_low = int(row_max.max()), int(row_min.min())
+    u_abs = max(u_top, -u_low)
+    low = -int(row_min[row_min < 0].sum())
+    sum_pos = int(row_max[row_max > 0].sum())
+    by_rho: int | None = None  # floor(rho * most_gpus), computed only where the sum does not settle it
     for dtype in ("int32", "int64"):
         vt = ValueType(dtype, shift, False)
         M = vt.half_range
-        if M < 8 or u_abs >= M // 4 or low > M // 4 or hi + max(u_top, 0) > M - 1:
+        if M < 8 or u_abs >= M // 4 or low > M // 4:
             continue
+        if sum_pos + max(u_top, 0) > M - 1:
+            if by_rho is None:
+                by_rho = _by_rho(u, gpus, valid, u_abs, most_gpus, sum_pos)
+            if by_rho + max(u_top, 0) > M - 1:
+                continue
         no_reset = bool(np.all(idle_allowed)) or sum_pos < M // 4
         return ValueType(dtype, shift, not no_reset)
     return ARGMAX64
+
+
+def _by_rho(u: np.ndarray, gpus: np.ndarray, valid: np.ndarray, u_abs: int, most_gpus: int, sum_pos: int) -> int:
+    """``floor(rho * most_gpus)`` (``rho`` the largest utility per GPU), or ``sum_pos`` where that bounds nothing.
+
+    ``floor(rho * p) = max_o floor(u_o * p / k_o)``, exactly in int64 where no product overflows; no bound
+    where an option of 0 GPUs has a positive utility.
+    """
+    if u_abs * max(int(most_gpus), 1) >= 1 << 62:
+        return sum_pos
+    k = np.where(valid, gpus, 1)
+    if ((k <= 0) & (u > 0)).any():
+        return sum_pos
+    return min(sum_pos, int((np.maximum(u, 0) * int(most_gpus) // k).max()))
