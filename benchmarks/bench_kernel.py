@@ -1,6 +1,7 @@
 """Benchmark: the dp's max-plus kernel against a one-core C reference, side by side.
 
     python benchmarks/bench_kernel.py [--jobs 1000] [--gpus 1024] [--options 8] [--repeats 9] [--cc cc]
+                                      [--utility-shift 0]
 
 The C reference is the plain DP written as a C programmer would (forward pass
 with an int8 argmax row per job, then the backtrack), compiled here with
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--options", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--utility-shift", type=int, default=0,
+                    help="divide the utilities by 2**N (floor): smaller values, so that the packed int32 kernel "
+                         "applies (the speedup objective at G=1024 needs N >= 6)")
     ap.add_argument("--cc", default="cc", help="C compiler (default: cc)")
     args = ap.parse_args(argv)
     cc = shutil.which(args.cc)
@@ -99,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     from elasticopt.solvers.dp.value_type import ARGMAX64
 
     table = compile_problem(random_problem(args.jobs, args.gpus, args.options, args.seed))
+    if args.utility_shift:
+        table = replace(table, utility=np.where(table.valid, table.utility >> args.utility_shift, table.utility))
     be = JaxDP()
     opts = dict(be.default_options, fixing=False, window=False)
     model = be._prepare(table, opts)  # the arrays the jax kernel scans (padded shapes)

@@ -144,14 +144,14 @@ def _clip(table: OptionTable) -> OptionTable:
 
 def _step(vt: ValueType, width: int, length: int, arg_dtype: str):
     """One job of the forward scan and the scan's end: ``step(carry, shifted, idle) -> (carry', row)``,
-    ``finish(carry, rows) -> (carry, args)``.
+    ``finish(carry, rows) -> (carry, rows, tail)``.
 
     ``shifted(Fpad, o, neg)`` is option o's candidate row read from ``Fpad`` (``Fpad[length + p] = F[p]``, in
     the kernel's units) or ``neg`` where the option cannot be taken.  The unpacked kernel carries F and emits
     each job's argmax row.  The packed kernels carry the packed maxima themselves (value and code: written
     once; deriving F and the argmax row from one max in the same step made XLA compute the max chain twice,
-    once per output) and emit the previous job's argmax row, decoded from the carry: ``finish`` shifts the
-    rows by one job and decodes the last from the final carry.
+    once per output) and emit the previous job's argmax row, decoded from the carry (row t of a chunk is job
+    t - 1's); ``finish`` decodes the last job's, ``tail``, from the final carry (:func:`_backtrack`).
     """
     import jax.numpy as jnp
 
@@ -171,7 +171,7 @@ def _step(vt: ValueType, width: int, length: int, arg_dtype: str):
                 arg = jnp.where(better, jnp.asarray(o, dtype=adt), arg)
             return best, arg
 
-        return step, lambda F, args: (F, args)
+        return step, lambda F, args: (F, args, None)
     W = 1 << vt.shift_bits
     negp = vdt.type(vt.neg * W)  # the packed -inf (code 0)
     below = vdt.type(vt.infeasible_below * W)
@@ -191,7 +191,7 @@ def _step(vt: ValueType, width: int, length: int, arg_dtype: str):
         return best, decode(P)
 
     def finish(P, rows):
-        return P, jnp.concatenate([rows[1:], decode(P)[None]])
+        return P, rows, decode(P)
 
     return step, finish
 
@@ -274,6 +274,37 @@ def _values(util: np.ndarray, vt: ValueType, arrays: tuple[np.ndarray, ...]) -> 
         code = (W - 2) - np.arange(util.shape[1], dtype=np.int64)
         util = np.where(util == NEG, vt.neg * W, util * W + code)
     return (util.astype(vt.numpy),) + tuple(a.astype(vt.numpy) for a in arrays)
+
+
+def _backtrack(vt: ValueType, plan: list[int], starts: list[int], rows: list[Any], tail: Any, steps: np.ndarray,
+               top: int, bwd_of: Any) -> np.ndarray:
+    """The option per job, walked back from state ``top`` through each chunk's argmax rows.
+
+    ``steps[j, o]``: how far option o of job j moves the state (its GPUs, or its flat offset).  The packed
+    kernels' rows are shifted by one job (row t of a chunk is job t - 1's; the last job's is ``tail``):
+    the last job is taken first, then each chunk's scan reads job t - 1's steps with row t.
+    """
+    import jax.numpy as jnp
+
+    n = starts[-1] + plan[-1]
+    choice = np.empty(n, dtype=np.int64)
+    p = int(top)
+    if vt.shift_bits:
+        o = int(np.asarray(tail)[p])
+        choice[n - 1] = o
+        p -= int(steps[n - 1, o]) if 0 <= o < steps.shape[1] else 0  # (out of range only where infeasible)
+        steps = np.concatenate([np.zeros((1, steps.shape[1]), dtype=steps.dtype), steps[:-1]])  # job -1: none
+    pj = jnp.asarray(p, dtype=vt.numpy)
+    for c, s0, a in zip(reversed(plan), reversed(starts), reversed(rows)):
+        pj, ch = bwd_of(c)(pj, a, steps[s0 : s0 + c])
+        ch = np.asarray(ch)
+        if not vt.shift_bits:
+            choice[s0 : s0 + c] = ch
+        elif s0:
+            choice[s0 - 1 : s0 + c - 1] = ch
+        else:
+            choice[: c - 1] = ch[1:]  # row 0 of the first chunk: no job
+    return choice
 
 
 @register
@@ -399,19 +430,15 @@ class JaxDP(Backend):
             for c in plan:
                 fwd, _ = _kernels_multi(c, width, length, T, dtype, vt)
                 sl = slice(s, s + c)
-                F, a = fwd(F, coords, shift[sl], kk[sl], ty[sl], util[sl], idle[sl])
+                F, a, tail = fwd(F, coords, shift[sl], kk[sl], ty[sl], util[sl], idle[sl])
                 starts.append(s)
                 args.append(a)
                 s += c
                 if _past(deadline, F):
                     return TIMED_OUT
             best = vt.best(int(F[model["top"]]))
-            p = jnp.asarray(model["top"], dtype=vt.numpy)
-            choice = np.empty(s, dtype=np.int64)
-            for c, s0, a in zip(reversed(plan), reversed(starts), reversed(args)):
-                _, bwd = _kernels_multi(c, width, length, T, dtype, vt)
-                p, ch = bwd(p, a, shift[s0 : s0 + c])
-                choice[s0 : s0 + c] = np.asarray(ch)
+            choice = _backtrack(vt, plan, starts, args, tail, shift, model["top"],
+                                lambda c: _kernels_multi(c, width, length, T, dtype, vt)[1])
         return best, choice
 
     def run(self, model: OptionTable, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
@@ -453,19 +480,15 @@ class JaxDP(Backend):
             plan = timed_plan(model["plan"], width * length, deadline)
             for c in plan:
                 fwd, _ = _kernels(c, width, length, dtype, vt)
-                F, a = fwd(F, gpus[s : s + c], util[s : s + c], idle[s : s + c])
+                F, a, tail = fwd(F, gpus[s : s + c], util[s : s + c], idle[s : s + c])
                 starts.append(s)
                 args.append(a)
                 s += c
                 if _past(deadline, F):
                     return TIMED_OUT
             best = vt.best(int(F[model["G"]]))
-            p = jnp.asarray(model["G"], dtype=vt.numpy)
-            choice = np.empty(s, dtype=np.int64)
-            for c, s0, a in zip(reversed(plan), reversed(starts), reversed(args)):
-                _, bwd = _kernels(c, width, length, dtype, vt)
-                p, ch = bwd(p, a, gpus[s0 : s0 + c])
-                choice[s0 : s0 + c] = np.asarray(ch)
+            choice = _backtrack(vt, plan, starts, args, tail, gpus, model["G"],
+                                lambda c: _kernels(c, width, length, dtype, vt)[1])
         return best, choice
 
     def extract(self, table: OptionTable, model: OptionTable, raw: Any) -> Outcome:
