@@ -147,5 +147,8 @@ def test_multi_type_kernel_packed_agrees():
     valid = rng.random((n, K)) < 0.8
     for idle in (np.ones(n, bool), rng.random(n) < 0.7):
         table = _table(gpus, util, valid, idle, 14, ty, [6, 8])
-        assert _same(table, multi=True)[0][0] == "int32"
-        assert _same(_table(gpus, util << 8, valid, idle, 14, ty, [6, 8]), multi=True)[0][0] == "int64"
+        vt = _solve(table, multi=True)[0]
+        assert _same(table, multi=True)[0][0] == "int64"  # the multi-type DP packs in int64 only
+        _, best, choice = _solve(table, replace(vt, dtype="int32", reset=True), multi=True)  # int32 agrees too
+        _, best64, choice64 = _solve(table, ARGMAX64, multi=True)
+        assert best == best64 and (choice == choice64).all()

@@ -408,7 +408,9 @@ class JaxDP(Backend):
         idle[:n] = table.idle_allowed
         arg_dtype = "int8" if width <= 127 else "int16"
         # a flat state counts at most sum_t (dims_t - 1) GPUs
-        vt = vt or value_type(table.utility, table.gpus, valid, table.idle_allowed, sum(dims) - len(dims), width)
+        # packed int64 only: one kernel per shape, as the shapes change with every decision's capacities
+        vt = vt or value_type(table.utility, table.gpus, valid, table.idle_allowed, sum(dims) - len(dims), width,
+                              ("int64",))
         util, coords, shift, kk, ty = _values(util, vt, (coords, shift, kk, ty))
         return {"multi": True, "coords": coords, "shift": shift, "k": kk, "ty": ty, "util": util, "idle": idle,
                 "top": S - 1, "plan": plan, "width": width, "length": length, "dtype": arg_dtype,

@@ -75,7 +75,7 @@ ARGMAX64 = ValueType("int64", 0, False)
 
 
 def value_type(utility: np.ndarray, gpus: np.ndarray, valid: np.ndarray, idle_allowed: np.ndarray,
-               most_gpus: int, width: int) -> ValueType:
+               most_gpus: int, width: int, dtypes: tuple[str, ...] = ("int32", "int64")) -> ValueType:
     """The first of packed int32, packed int64 whose range provably holds the DP, else :data:`ARGMAX64`.
 
     With ``W = 2**S >= width + 1`` and ``M = 2**(bits - 1) / W``, the packed
@@ -108,6 +108,9 @@ def value_type(utility: np.ndarray, gpus: np.ndarray, valid: np.ndarray, idle_al
         capacities with several types).
     width
         The kernel's (padded) number of options.
+    dtypes
+        The types tried, narrowest first (the multi-type DP passes ``("int64",)``: its state counts change
+        with every scheduling decision, and a second value type per shape would be a second compile of each).
     """
     shift = int(width).bit_length()  # W = 2**shift >= width + 1
     u = np.where(valid, utility, 0)
@@ -119,7 +122,7 @@ def value_type(utility: np.ndarray, gpus: np.ndarray, valid: np.ndarray, idle_al
     low = -int(row_min[row_min < 0].sum())
     sum_pos = int(row_max[row_max > 0].sum())
     by_rho: int | None = None  # floor(rho * most_gpus), computed only where the sum does not settle it
-    for dtype in ("int32", "int64"):
+    for dtype in dtypes:
         vt = ValueType(dtype, shift, False)
         M = vt.half_range
         if M < 8 or u_abs >= M // 4 or low > M // 4:
