@@ -7,6 +7,7 @@ from hypothesis import given
 from elasticopt.models import Cluster, Job, MeasuredThroughput, Problem, Running, compile_problem, load_instance
 from elasticopt.solvers import Status, solve, verify
 from elasticopt.solvers.dp.jax_backend import CHUNKS, _kernels, bucket, chunk_plan
+from elasticopt.solvers.dp.value_type import ValueType
 from elasticopt.testing.brute import brute_force
 from elasticopt.testing.strategies import problems, tiny_problems
 
@@ -140,7 +141,7 @@ def test_jax_dp_does_not_recompile_across_job_counts_and_clipping():
 
 
 def _kernel_keys():
-    return [(c, 3, bucket(61, 8, 16), "int8") for c in CHUNKS]
+    return [(c, 3, bucket(61, 8, 16), "int8", ValueType("int32", 2, False)) for c in CHUNKS]
 
 
 def test_chunk_plan():

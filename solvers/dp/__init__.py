@@ -10,6 +10,9 @@
 - :mod:`~elasticopt.solvers.dp.windowed`: the DP over only the states that can
   still beat the incumbent;
 - :mod:`~elasticopt.solvers.dp.kernels`: the compiled loops of the bounds;
+- :mod:`~elasticopt.solvers.dp.value_type` and :mod:`~elasticopt.solvers.dp.packed`:
+  the jax DP's value type (packed int32 or int64, proven per table) and its
+  per-job step and backtrack;
 - :mod:`~elasticopt.solvers.dp.jax_backend` (``dp``) and
   :mod:`~elasticopt.solvers.dp.numpy_backend` (``numpy-dp``): the registered
   backends.

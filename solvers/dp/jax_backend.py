@@ -3,11 +3,17 @@
 The recurrence is the one of :mod:`elasticopt.solvers.dp.numpy_backend`.  One
 ``lax.scan`` runs over the jobs; each step takes, for each of the K options, a
 shifted copy of F with ``lax.dynamic_slice`` (not a gather: 10-30x faster on
-CPU), keeps the running max and an int8 argmax row.  A reverse ``lax.scan``
+CPU) and keeps the running max of packed ``value * W + option code``: one max
+per option yields the best value and its argmax row (int8) at once
+(:mod:`~elasticopt.solvers.dp.value_type`; a compare-and-select argmax made
+XLA compute the max chain twice, once per output).  A reverse ``lax.scan``
 walks the argmax table back from p = G.
 
-Everything is int64 inside a ``jax.enable_x64`` context (int32 would overflow
-silently past 2**31).  Jobs are scanned in chunks of fixed sizes (512, 64, 8)
+The packed values are int32 where :func:`~elasticopt.solvers.dp.value_type.value_type`
+proves from the table that none can overflow (exact bounds, decided per call
+before the kernel is chosen; twice the SIMD lanes), int64 otherwise, inside a
+``jax.enable_x64`` context; an unpacked int64 kernel with a compare-and-select
+argmax remains for widths too large to pack.  Jobs are scanned in chunks of fixed sizes (512, 64, 8)
 with F carried from chunk to chunk, options are padded to a bucket, the GPU
 axis to a bucket of the problem's full cluster size, and G is a traced
 argument: one compiled kernel pair per (chunk, options bucket, cluster bucket)
@@ -33,12 +39,15 @@ import numpy as np
 from elasticopt.solvers.dp.reduced_costs import Fixing, Proof, quick_proof_multi, reduced_cost_fixing
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Capabilities, Outcome
+from elasticopt.solvers.dp.packed import backtrack, job_step, kernel_values
+from elasticopt.solvers.dp.value_type import ARGMAX64, ValueType, value_type
 from elasticopt.solvers.dp.windowed import window_dp
 from elasticopt.solvers.common import MAX_CELLS, NEG, dp_outcome, state_shape, too_large
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Reason, Status
 
 __all__ = ["JaxDP", "bucket"]
+
 
 
 def bucket(x: int, minimum: int = 8, steps: int = 16) -> int:
@@ -135,26 +144,22 @@ def _clip(table: OptionTable) -> OptionTable:
 
 
 @functools.lru_cache(maxsize=256)
-def _kernels(chunk: int, width: int, length: int, arg_dtype: str):
-    """Jitted forward and backward scans over one chunk of jobs (cached per shape)."""
+def _kernels(chunk: int, width: int, length: int, arg_dtype: str, vt: ValueType = ARGMAX64):
+    """Jitted forward and backward scans over one chunk of jobs (cached per shape and value type)."""
     import jax
     import jax.numpy as jnp
     from jax import lax
 
-    adt = jnp.dtype(arg_dtype)
+    step, finish = job_step(vt, width, length, arg_dtype)
 
     def forward(F, x):
-        g, u, idle = x  # g[o], u[o]: GPUs and utility of option o; idle: may this job get 0 GPUs
-        Fpad = jnp.concatenate([jnp.full(length, NEG, dtype=jnp.int64), F])  # Fpad[length + p] = F[p]
-        best = jnp.where(idle, F, jnp.int64(NEG))
-        arg = jnp.full(length, -1, dtype=adt)  # arg[p]: chosen option at state p (-1 = idle)
-        for o in range(width):  # unrolled: K shifted slices
+        g, u, idle = x  # g[o], u[o]: GPUs and utility of option o (packed); idle: may this job get 0 GPUs
+
+        def shifted(Fpad, o, neg):
             # start length - k (k <= length by construction; jax would wrap a negative start)
-            cand = lax.dynamic_slice(Fpad, (length - g[o],), (length,)) + u[o]
-            better = cand > best
-            best = jnp.where(better, cand, best)
-            arg = jnp.where(better, jnp.asarray(o, dtype=adt), arg)
-        return best, arg
+            return lax.dynamic_slice(Fpad, (length - g[o],), (length,)) + u[o]
+
+        return step(F, shifted, idle)
 
     def backward(p, x):
         a_row, g_row = x
@@ -163,7 +168,7 @@ def _kernels(chunk: int, width: int, length: int, arg_dtype: str):
         return p - k, o
 
     def fwd(F, gpus, util, idle):
-        return lax.scan(forward, F, (gpus, util, idle))
+        return finish(*lax.scan(forward, F, (gpus, util, idle)))
 
     def bwd(p, args, gpus):
         return lax.scan(backward, p, (args, gpus), reverse=True)
@@ -172,28 +177,25 @@ def _kernels(chunk: int, width: int, length: int, arg_dtype: str):
 
 
 @functools.lru_cache(maxsize=256)
-def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype: str):
-    """Jitted scans over one chunk of jobs on a flattened multi-type state (cached per shape)."""
+def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype: str, vt: ValueType = ARGMAX64):
+    """Jitted scans over one chunk of jobs on a flattened multi-type state (cached per shape and value type)."""
     import jax
     import jax.numpy as jnp
     from jax import lax
 
-    adt = jnp.dtype(arg_dtype)
+    step, finish = job_step(vt, width, length, arg_dtype)
 
     def forward(carry, x):
         F, coords = carry
         shift, k, ty, u, idle = x  # per option: flat offset k*stride_t, GPUs k, type t, utility; may this job idle
-        Fpad = jnp.concatenate([jnp.full(length, NEG, dtype=jnp.int64), F])  # Fpad[length + p] = F[p]
-        best = jnp.where(idle, F, jnp.int64(NEG))
-        arg = jnp.full(length, -1, dtype=adt)  # arg[p]: chosen option at flat state p (-1 = idle)
-        for o in range(width):
+
+        def shifted(Fpad, o, neg):
             cand = lax.dynamic_slice(Fpad, (length - shift[o],), (length,)) + u[o]
             ok = coords[ty[o]] >= k[o]  # the type's coordinate holds k GPUs: no wrap into another axis
-            cand = jnp.where(ok, cand, jnp.int64(NEG))
-            better = cand > best
-            best = jnp.where(better, cand, best)
-            arg = jnp.where(better, jnp.asarray(o, dtype=adt), arg)
-        return (best, coords), arg
+            return jnp.where(ok, cand, neg)
+
+        F, arg = step(F, shifted, idle)
+        return (F, coords), arg
 
     def backward(p, x):
         a_row, s_row = x
@@ -202,8 +204,8 @@ def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype:
         return p - d, o
 
     def fwd(F, coords, shift, k, ty, util, idle):
-        (F, _), args = lax.scan(forward, (F, coords), (shift, k, ty, util, idle))
-        return F, args
+        (F, _), rows = lax.scan(forward, (F, coords), (shift, k, ty, util, idle))
+        return finish(F, rows)
 
     def bwd(p, args, shift):
         return lax.scan(backward, p, (args, shift), reverse=True)
@@ -262,7 +264,8 @@ class JaxDP(Backend):
         return model
 
     @staticmethod
-    def _arrays(table: OptionTable, length_for: int) -> dict[str, Any]:
+    def _arrays(table: OptionTable, length_for: int, vt: ValueType | None = None) -> dict[str, Any]:
+        """The padded arrays of the one-type kernels; ``vt`` (tests) overrides :func:`value_type`."""
         n, K = table.gpus.shape
         G = table.capacity
         plan = chunk_plan(n)
@@ -275,11 +278,14 @@ class JaxDP(Backend):
         util[:n, :K] = np.where(valid, table.utility, NEG)
         idle[:n] = table.idle_allowed
         arg_dtype = "int8" if width <= 127 else "int16"
+        vt = vt or value_type(table.utility, table.gpus, valid, table.idle_allowed, length - 1, width)
+        util, gpus = kernel_values(util, vt, (gpus,))  # invalid options: the pad (shift = length) plus -inf
         return {"gpus": gpus, "util": util, "idle": idle, "G": G, "plan": plan, "width": width,
-                "length": length, "dtype": arg_dtype}
+                "length": length, "dtype": arg_dtype, "value_type": vt}
 
     @staticmethod
-    def _arrays_multi(table: OptionTable) -> dict[str, Any]:
+    def _arrays_multi(table: OptionTable, vt: ValueType | None = None) -> dict[str, Any]:
+        """The padded arrays of the multi-type kernels; ``vt`` (tests) overrides :func:`value_type`."""
         n, K = table.gpus.shape
         dims = [int(c) + 1 for c in table.capacities]
         strides = np.ones(len(dims), dtype=np.int64)
@@ -297,19 +303,24 @@ class JaxDP(Backend):
             coords[t, :S] = (flat // strides[t]) % dims[t]
         valid = table.valid & (table.gpus < np.asarray(dims)[table.gpu_type])
         shift = np.full((n_pad, width), length, dtype=np.int64)  # invalid options read the NEG pad
-        kk = np.full((n_pad, width), 1 << 40, dtype=np.int64)  # and never pass the coordinate mask
+        kk = np.full((n_pad, width), 1 << 30, dtype=np.int64)  # and never pass the coordinate mask
         ty = np.zeros((n_pad, width), dtype=np.int64)
         util = np.full((n_pad, width), NEG, dtype=np.int64)
         idle = np.ones(n_pad, dtype=bool)
         shift[:n, :K] = np.where(valid, table.gpus * strides[table.gpu_type], length)
-        kk[:n, :K] = np.where(valid, table.gpus, 1 << 40)
+        kk[:n, :K] = np.where(valid, table.gpus, 1 << 30)
         ty[:n, :K] = table.gpu_type
         util[:n, :K] = np.where(valid, table.utility, NEG)
         idle[:n] = table.idle_allowed
         arg_dtype = "int8" if width <= 127 else "int16"
+        # a flat state counts at most sum_t (dims_t - 1) GPUs
+        # packed int64 only: one kernel per shape, as the shapes change with every decision's capacities
+        vt = vt or value_type(table.utility, table.gpus, valid, table.idle_allowed, sum(dims) - len(dims), width,
+                              ("int64",))
+        util, coords, shift, kk, ty = kernel_values(util, vt, (coords, shift, kk, ty))
         return {"multi": True, "coords": coords, "shift": shift, "k": kk, "ty": ty, "util": util, "idle": idle,
                 "top": S - 1, "plan": plan, "width": width, "length": length, "dtype": arg_dtype,
-                "n_types": len(dims)}
+                "n_types": len(dims), "value_type": vt}
 
     def _run_multi(self, model: dict[str, Any], deadline: float | None = None) -> Any:
         import jax
@@ -317,28 +328,25 @@ class JaxDP(Backend):
 
         width, length, dtype, T = model["width"], model["length"], model["dtype"], model["n_types"]
         shift, kk, ty, util, idle = model["shift"], model["k"], model["ty"], model["util"], model["idle"]
+        vt = model["value_type"]
         with jax.enable_x64(True):
             coords = jnp.asarray(model["coords"])
-            F = jnp.zeros(length, dtype=jnp.int64)
+            F = jnp.zeros(length, dtype=vt.numpy)
             starts, args = [], []
             s = 0
             plan = timed_plan(model["plan"], width * length, deadline)
             for c in plan:
-                fwd, _ = _kernels_multi(c, width, length, T, dtype)
+                fwd, _ = _kernels_multi(c, width, length, T, dtype, vt)
                 sl = slice(s, s + c)
-                F, a = fwd(F, coords, shift[sl], kk[sl], ty[sl], util[sl], idle[sl])
+                F, a, tail = fwd(F, coords, shift[sl], kk[sl], ty[sl], util[sl], idle[sl])
                 starts.append(s)
                 args.append(a)
                 s += c
                 if _past(deadline, F):
                     return TIMED_OUT
-            best = int(F[model["top"]])
-            p = jnp.asarray(model["top"], dtype=jnp.int64)
-            choice = np.empty(s, dtype=np.int64)
-            for c, s0, a in zip(reversed(plan), reversed(starts), reversed(args)):
-                _, bwd = _kernels_multi(c, width, length, T, dtype)
-                p, ch = bwd(p, a, shift[s0 : s0 + c])
-                choice[s0 : s0 + c] = np.asarray(ch)
+            best = vt.best(int(F[model["top"]]))
+            choice = backtrack(vt, plan, starts, args, tail, shift, model["top"],
+                               lambda c: _kernels_multi(c, width, length, T, dtype, vt)[1])
         return best, choice
 
     def run(self, model: OptionTable, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
@@ -372,27 +380,23 @@ class JaxDP(Backend):
         import jax.numpy as jnp
 
         width, length, dtype = model["width"], model["length"], model["dtype"]
-        gpus, util, idle = model["gpus"], model["util"], model["idle"]
+        gpus, util, idle, vt = model["gpus"], model["util"], model["idle"], model["value_type"]
         with jax.enable_x64(True):
-            F = jnp.zeros(length, dtype=jnp.int64)  # F[p]: best utility of the jobs so far on <= p GPUs
+            F = jnp.zeros(length, dtype=vt.numpy)  # F[p]: best utility of the jobs so far on <= p GPUs
             starts, args = [], []
             s = 0
             plan = timed_plan(model["plan"], width * length, deadline)
             for c in plan:
-                fwd, _ = _kernels(c, width, length, dtype)
-                F, a = fwd(F, gpus[s : s + c], util[s : s + c], idle[s : s + c])
+                fwd, _ = _kernels(c, width, length, dtype, vt)
+                F, a, tail = fwd(F, gpus[s : s + c], util[s : s + c], idle[s : s + c])
                 starts.append(s)
                 args.append(a)
                 s += c
                 if _past(deadline, F):
                     return TIMED_OUT
-            best = int(F[model["G"]])
-            p = jnp.asarray(model["G"], dtype=jnp.int64)
-            choice = np.empty(s, dtype=np.int64)
-            for c, s0, a in zip(reversed(plan), reversed(starts), reversed(args)):
-                _, bwd = _kernels(c, width, length, dtype)
-                p, ch = bwd(p, a, gpus[s0 : s0 + c])
-                choice[s0 : s0 + c] = np.asarray(ch)
+            best = vt.best(int(F[model["G"]]))
+            choice = backtrack(vt, plan, starts, args, tail, gpus, model["G"],
+                               lambda c: _kernels(c, width, length, dtype, vt)[1])
         return best, choice
 
     def extract(self, table: OptionTable, model: OptionTable, raw: Any) -> Outcome:
