@@ -61,6 +61,8 @@ class TypedCompile:
         # since the last decision (a queued job) keeps its Job; only the active jobs' entries are kept
         self._jobs: dict[str, tuple[tuple, Job]] = {}
         self._plain = _PlainRates()
+        # job id -> (spec, progress accounting, its progress rate at its submitted (k, b)): the rate floors' base
+        self._submitted: dict[str, tuple[Any, str, float | None]] = {}
 
     def _model_jobs(self, jobs: Sequence[JobState], restricted: list[bool], node_aware: bool,
                     types: tuple[str, ...]) -> tuple[tuple[Job, ...], np.ndarray, np.ndarray]:
@@ -161,8 +163,16 @@ class TypedCompile:
             The queue's waiting value (:func:`~elasticopt.scheduling.hysteresis.queue_value`), which shortens
             the rule's shrink cool-down.
         """
-        restricted = [fixed_batch or (hysteresis is not None and st.is_running) for st in jobs]
+        # the rule's rate floors (Hysteresis.floor) act on queued jobs under admission control, and on running
+        # ones while the queue's value is unbounded
+        queued_too = (hysteresis is not None and hysteresis.start_floor > 0
+                      and any(st.spec.start_by_s is not None and not st.is_running for st in jobs))
+        floors = queued_too or (hysteresis is not None and hysteresis.due_floor > 0 and math.isinf(queue))
+        # the jobs the filter restricts: every job under a fixed batch; under the rule the running ones, and
+        # the queued ones too where a start floor acts (a job whose floor is 0 keeps all its options)
+        restricted = [fixed_batch or (hysteresis is not None and (queued_too or st.is_running)) for st in jobs]
         model_jobs, fixed, moving = self._model_jobs(jobs, restricted, node_aware, cluster.types)
+        floor = self._floors(jobs, hysteresis, queue) if floors else None
         problem = Problem.assembled(cluster=cluster, jobs=model_jobs, objective=objective,
                                     allow_preemption=allow_preemption, rescale_penalty=rescale_penalty,
                                     priority=priority, node_aware=node_aware)
@@ -170,7 +180,22 @@ class TypedCompile:
         if not any(restricted):
             return compile(problem)
         return compile(problem, keep=lambda rows: _keep(rows, jobs, fixed, moving, hysteresis, fixed_batch, queue,
-                                                        node_aware, self._plain))
+                                                        node_aware, self._plain, floor))
+
+    def _floors(self, jobs: Sequence[JobState], rule: Hysteresis, queue: float) -> np.ndarray:
+        """Every job's rate floor (:meth:`Hysteresis.floor`), its submitted rate asked once per job."""
+        old, new = self._submitted, {}
+        out = np.zeros(len(jobs))
+        for i, st in enumerate(jobs):
+            spec = st.spec
+            hit = old.get(spec.id)
+            if hit is None or hit[0] is not spec or hit[1] != st.progress:
+                hit = (spec, st.progress,
+                       st.progress_per_s(spec.submitted_gpus, spec.batch_submitted, spec.submitted_type))
+            new[spec.id] = hit
+            out[i] = rule.floor(st, queue, hit[2])
+        self._submitted = new
+        return out
 
 
 class _PlainRates:
@@ -223,12 +248,13 @@ def _rate(spec: Any, gpu_type: str, gpus: int, batch: int) -> float:
 
 def _keep(rows: OptionRows, jobs: Sequence[JobState], a: np.ndarray, per: np.ndarray, rule: Hysteresis | None,
           fixed_batch: bool, queue: float = 0.0, node_aware: bool = False,
-          plain: _PlainRates | None = None) -> np.ndarray:
+          plain: _PlainRates | None = None, floor: np.ndarray | None = None) -> np.ndarray:
     """The options the policy's filter keeps (``ElasticPolicy.option_filter``, as ``to_model_job`` applies it).
 
     ``a[j]`` = (restricted, GPUs now, batch now, type index of the current option (-1 any, -2 none),
     submitted batch) and ``per[i]`` = (remaining work, restart cost, seconds since its last change,
-    progress rate now) of the i-th running job (:meth:`TypedCompile._model_jobs`).
+    progress rate now) of the i-th running job (:meth:`TypedCompile._model_jobs`); ``floor[j]``: job j's
+    rate floor (:meth:`Hysteresis.floor`; None: none).
     """
     n = len(jobs)
     out = np.ones(rows.job.size, bool)
@@ -243,27 +269,38 @@ def _keep(rows: OptionRows, jobs: Sequence[JobState], a: np.ndarray, per: np.nda
     ok = np.ones(sel.size, bool)
     if fixed_batch:
         ok &= b == a[j, 4]
-    run = np.flatnonzero(a[:, 3] > -2)
-    if rule is not None and run.size:
+    run = np.flatnonzero(a[:, 3] > -2)  # the running jobs
+    # the jobs whose options the rule reads: the running ones, and the restricted ones with a rate floor
+    read = run if floor is None else np.flatnonzero((a[:, 3] > -2) | ((floor > 0) & a[:, 0].astype(bool)))
+    if rule is not None and read.size:
         pos = np.full(n, -1, np.int64)
-        pos[run] = np.arange(run.size)
-        at = np.flatnonzero(running)  # the running jobs' options (all restricted under the rule), in rows order
+        pos[read] = np.arange(read.size)
+        at = np.flatnonzero(pos[j] >= 0)  # the options of those jobs, in rows order
         jr = pos[j[at]]
         # the rule's progress rate of each option: samples/s of the job's (unrestricted) model on its type, which
         # the wrapped rows carry (a node-aware table's multi-GPU options carry their spread or packed rate
         # instead: _PlainRates), times E(b) under goodput accounting
         rate = rows.samples_per_s[sel[at]]
         if plain is not None and (node_aware or rows.packed.any()):
-            rate = plain.rates(rows, jobs, run.tolist(), rate)
-        for i in run.tolist():
+            rate = plain.rates(rows, jobs, read.tolist(), rate)
+        for i in read.tolist():
             st = jobs[i]
             if st.progress == "goodput" and st.spec.statistical_efficiency is not None:
                 eff = st.spec.statistical_efficiency
                 for o in np.flatnonzero(jr == pos[i]).tolist():
                     rate[o] = rate[o] * float(eff(int(b[at[o]])))
-        allowed = rule.allows_array(k[at][:, None].astype(np.float64), rate[:, None],
-                                    a[run, 1][jr].astype(np.float64), per[jr, 0], per[jr, 1], per[jr, 3],
-                                    np.ones(at.size, bool), per[jr, 2], queue)[:, 0]
-        ok[at] &= allowed
+        if run.size:
+            on = running[at]  # the options of running jobs among them
+            ar = at[on]
+            rpos = np.full(n, -1, np.int64)
+            rpos[run] = np.arange(run.size)
+            jrr = rpos[j[ar]]
+            allowed = rule.allows_array(k[ar][:, None].astype(np.float64), rate[on][:, None],
+                                        a[run, 1][jrr].astype(np.float64), per[jrr, 0], per[jrr, 1], per[jrr, 3],
+                                        np.ones(ar.size, bool), per[jrr, 2], queue)[:, 0]
+            ok[ar] &= allowed
+        if floor is not None:
+            low = floor[j[at]]
+            ok[at] &= (rate >= low) | (low <= 0)
     out[sel] = cur | ok
     return out

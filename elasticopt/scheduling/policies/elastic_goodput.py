@@ -37,4 +37,5 @@ class ElasticGoodputPolicy(ElasticPolicy):
             solver=solver, objective="goodput", priority=priority, rescale_penalty=rescale_penalty,
             payback=payback, allow_preemption=allow_preemption, time_limit_s=time_limit_s,
             solver_options=solver_options, hysteresis=hysteresis, incremental=incremental,
+            due_weight=10.0, start_floor=0.0, due_floor=0.0,  # as before the floors: measured on elastic only
         )  # fmt: skip

@@ -18,11 +18,17 @@ class FixedBatchPolicy(ElasticPolicy):
     Same solver, objective, tie-break and anti-thrashing rule as
     :class:`~elasticopt.scheduling.policies.elastic.ElasticPolicy`; only the
     batch size is frozen, so a job needs at least ``b / max_local`` GPUs and
-    cannot trade batch for GPUs.  Constructor options: as ``ElasticPolicy``.
+    cannot trade batch for GPUs.  Constructor options: as ``ElasticPolicy``,
+    but by default without its rate floors and with ``due_weight`` 10 (the
+    baseline unchanged by the rule that made ``elastic`` beat it).
     """
 
     name = "fixed-batch"
     fixed_batch = True
+
+    def __init__(self, *args, due_weight: float = 10.0, start_floor: float = 0.0, due_floor: float = 0.0, **kwargs):
+        # the baseline as the paper compares against it: no rate floors, the due weight it had before them
+        super().__init__(*args, due_weight=due_weight, start_floor=start_floor, due_floor=due_floor, **kwargs)
 
     def option_filter(self, state: JobState) -> Callable[..., bool] | None:
         b_fixed = state.spec.batch_submitted

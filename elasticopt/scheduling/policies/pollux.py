@@ -61,4 +61,5 @@ class PolluxFairnessPolicy(ElasticPolicy):
             solver=solver, objective=_objective_for(self.idle_speedup), priority=priority, rescale_penalty=0.0,
             payback=payback, allow_preemption=allow_preemption, time_limit_s=time_limit_s,
             solver_options=solver_options, hysteresis=hysteresis, incremental=True, node_aware=node_aware,
+            due_weight=10.0, start_floor=0.0, due_floor=0.0,  # as before the floors: measured on elastic only
         )  # fmt: skip
