@@ -163,6 +163,23 @@ def test_compare_pairs_by_seed():
     (c,) = compare(rows, "elastic", "fixed-batch")
     assert c["seeds"] == 2 and c["done_ratio_mean"] == (2.0 + 1.0) / 2 and c["jct_ratio_mean"] == (4.0 + 0.5) / 2
     assert c["done_ge_every_seed"] is True and c["jct_le_every_seed"] is False
+    assert "jct_both_ratio_mean" not in c  # no per-job JCTs given
+
+
+def test_compare_over_the_jobs_both_completed_by_hand():
+    base = {k: DEFAULTS[k] for k in DEFAULTS}
+    rows = [{**base, "cell": f"{p}-{s}", "policy": p, "seed": s, "completed": c, "completed_by_last_arrival": c,
+             "jct_mean_s": j} for p, s, c, j in [("elastic", 0, 3, 200.0), ("fixed-batch", 0, 2, 150.0),
+                                                  ("elastic", 1, 2, 100.0), ("fixed-batch", 1, 2, 100.0)]]
+    by_job = {"elastic-0": {"a": 100.0, "b": 100.0, "c": 400.0},  # c: a long job fixed-batch dropped
+              "fixed-batch-0": {"a": 150.0, "b": 150.0},
+              "elastic-1": {"a": 50.0, "b": 150.0}, "fixed-batch-1": {"a": 60.0, "d": 140.0}}
+    (c,) = compare(rows, "elastic", "fixed-batch", jct_by_job=by_job)
+    # own means: elastic 200 > 150 in seed 0; over the jobs both completed: seed 0 (a, b) 100 vs 150,
+    # seed 1 (a) 50 vs 60: ratios 1.5 and 1.2; seed means 75 <= 105
+    assert c["jct_le_every_seed"] is False
+    assert math.isclose(c["jct_both_ratio_mean"], (1.5 + 1.2) / 2)
+    assert c["jct_both_le_every_seed"] is True and c["jct_both_le_seed_mean"] is True
 
 
 # --- runs ----------------------------------------------------------------------------------------------

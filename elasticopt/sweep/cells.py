@@ -169,8 +169,10 @@ def run_cell(params: Mapping[str, Any]) -> dict[str, Any]:
     jobs = cell_workload(params)
     res = simulate(list(jobs), params["policy"], _config(params), policy_options=policy_options(params))
     row, jct = result_row(params, jobs, res)
+    # per completed job its JCT: the paired comparison's mean over the jobs both policies completed
+    by_job = {r.job_id: r.jct_s for r in res.records if r.jct_s is not None}
     return {"format": CELL_FORMAT, "key": cell_key(params), "params": params, "row": row, "jct_s": jct,
-            "host": os.uname().nodename, "pid": os.getpid()}
+            "jct_by_job_s": by_job, "host": os.uname().nodename, "pid": os.getpid()}
 
 
 def cell_path(out_dir: str | os.PathLike[str], key: str) -> Path:
