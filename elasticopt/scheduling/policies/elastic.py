@@ -85,18 +85,21 @@ class ElasticPolicy:
         A queued job at or past its admission deadline (``JobSpec.start_by_s``:
         it is dropped unless it starts now) counts this many times its weight
         in the decision, so that a job about to be lost outweighs the marginal
-        GPUs of running jobs (1: no boost).  Default 5, with the rate floors
-        below (10 before them, and still for ``fixed-batch``).
+        GPUs of running jobs (1: no boost).  None: the class's ``DUE_WEIGHT``
+        (5 here, with the rate floors; 10 before them, and for
+        ``fixed-batch``, ``elastic-goodput`` and ``pollux``).
     start_floor, due_floor
         The anti-thrashing rule's rate floors (``Hysteresis.start_floor`` /
-        ``due_floor``, set on ``hysteresis``): a job starts only at >= 0.75x
-        the rate of its submitted (k, b), and a job at its admission deadline
-        shrinks running jobs only down to 0.5x theirs.  Without them, in the
-        four admission cells of validation/paper_comparison.py at the largest
-        submitted batch (64 GPUs, loads 8 and 32, deadlines 0 and 600 s, three
-        seeds), mean JCT over the jobs both completed was 0.84-0.98x
-        fixed-batch's; with them (and ``due_weight`` 5) 1.02-1.25x, with more
-        jobs done in each (0, 0: no floors).
+        ``due_floor``, set on ``hysteresis``; None: the class's
+        ``START_FLOOR`` / ``DUE_FLOOR``, here 0.75 and 0.5, 0 for the
+        subclasses above): a job under admission control starts only at
+        >= 0.75x the rate of its submitted (k, b), and a job at its admission
+        deadline shrinks running jobs only down to 0.5x theirs.  Without them,
+        in the four admission cells of validation/paper_comparison.py at the
+        largest submitted batch (64 GPUs, loads 8 and 32, deadlines 0 and
+        600 s, three seeds), mean JCT over the jobs both completed was
+        0.85-0.99x fixed-batch's; with them (and ``due_weight`` 5)
+        1.02-1.24x, with more jobs done in each (0, 0: no floors).
     node_aware
         Offer node-aware profiles packed (fewest nodes) and spread, each at
         its own throughput (``Problem.node_aware``); the allocation then says
@@ -125,9 +128,9 @@ class ElasticPolicy:
         hysteresis: Hysteresis | None = None,
         incremental: bool = True,
         node_aware: bool = False,
-        due_weight: float = 5.0,
-        start_floor: float = 0.75,
-        due_floor: float = 0.5,
+        due_weight: float | None = None,
+        start_floor: float | None = None,
+        due_floor: float | None = None,
     ):
         self.solver = solver
         self.objective = objective
@@ -138,15 +141,19 @@ class ElasticPolicy:
         self.time_limit_s = time_limit_s
         self.solver_options = dict(solver_options or {})
         rule = DEFAULT_HYSTERESIS if hysteresis is None else hysteresis
-        self.hysteresis = dataclasses.replace(rule, start_floor=float(start_floor), due_floor=float(due_floor))
+        floors = (self.START_FLOOR if start_floor is None else start_floor,
+                  self.DUE_FLOOR if due_floor is None else due_floor)
+        self.hysteresis = dataclasses.replace(rule, start_floor=float(floors[0]), due_floor=float(floors[1]))
         self.incremental = incremental
         self.node_aware = bool(node_aware)
-        self.due_weight = float(due_weight)
+        self.due_weight = float(self.DUE_WEIGHT if due_weight is None else due_weight)
         self._queue = 0.0  # the queue's waiting value at the decision being built (hysteresis.queue_value)
         self._typed = TypedCompile()
 
     #: Whether every job keeps its submitted batch (the fixed-batch baseline).
     fixed_batch = False
+    #: The defaults of ``due_weight``, ``start_floor`` and ``due_floor`` (a subclass sets its own).
+    DUE_WEIGHT, START_FLOOR, DUE_FLOOR = 5.0, 0.75, 0.5
 
     def option_filter(self, state: JobState) -> Callable[[int, int], bool] | None:
         """Restriction on a job's options (None = all); subclasses extend it.

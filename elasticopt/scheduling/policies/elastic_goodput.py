@@ -20,6 +20,8 @@ class ElasticGoodputPolicy(ElasticPolicy):
     """
 
     name = "elastic-goodput"
+    # as before the rate floors (ElasticPolicy.START_FLOOR): they were measured on elastic only
+    DUE_WEIGHT, START_FLOOR, DUE_FLOOR = 10.0, 0.0, 0.0
 
     def __init__(
         self,
@@ -37,5 +39,4 @@ class ElasticGoodputPolicy(ElasticPolicy):
             solver=solver, objective="goodput", priority=priority, rescale_penalty=rescale_penalty,
             payback=payback, allow_preemption=allow_preemption, time_limit_s=time_limit_s,
             solver_options=solver_options, hysteresis=hysteresis, incremental=incremental,
-            due_weight=10.0, start_floor=0.0, due_floor=0.0,  # as before the floors: measured on elastic only
         )  # fmt: skip

@@ -26,9 +26,8 @@ class FixedBatchPolicy(ElasticPolicy):
     name = "fixed-batch"
     fixed_batch = True
 
-    def __init__(self, *args, due_weight: float = 10.0, start_floor: float = 0.0, due_floor: float = 0.0, **kwargs):
-        # the baseline as the paper compares against it: no rate floors, the due weight it had before them
-        super().__init__(*args, due_weight=due_weight, start_floor=start_floor, due_floor=due_floor, **kwargs)
+    # the baseline as the paper compares against it: no rate floors, the due weight it had before them
+    DUE_WEIGHT, START_FLOOR, DUE_FLOOR = 10.0, 0.0, 0.0
 
     def option_filter(self, state: JobState) -> Callable[..., bool] | None:
         b_fixed = state.spec.batch_submitted

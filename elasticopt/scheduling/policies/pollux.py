@@ -41,6 +41,8 @@ class PolluxFairnessPolicy(ElasticPolicy):
     """
 
     name = "pollux"
+    # as before the rate floors (ElasticPolicy.START_FLOOR): they were measured on elastic only
+    DUE_WEIGHT, START_FLOOR, DUE_FLOOR = 10.0, 0.0, 0.0
 
     def __init__(
         self,
@@ -61,5 +63,4 @@ class PolluxFairnessPolicy(ElasticPolicy):
             solver=solver, objective=_objective_for(self.idle_speedup), priority=priority, rescale_penalty=0.0,
             payback=payback, allow_preemption=allow_preemption, time_limit_s=time_limit_s,
             solver_options=solver_options, hysteresis=hysteresis, incremental=True, node_aware=node_aware,
-            due_weight=10.0, start_floor=0.0, due_floor=0.0,  # as before the floors: measured on elastic only
         )  # fmt: skip
