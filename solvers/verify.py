@@ -28,6 +28,8 @@ class VerifyReport:
     objective_value: float | None = None
     gpus_used: int = 0
     notes: tuple[str, ...] = field(default=())
+    values: dict[str, float] = field(default_factory=dict)
+    """Per allocated job, the value of its chosen option as recomputed (objective units before scaling)."""
 
     def __bool__(self) -> bool:
         return self.ok
@@ -148,6 +150,7 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
     used = {t: 0 for t in cluster.types}
     total_u, total_v = 0, 0.0
     chosen: dict[str, Option] = {}
+    values: dict[str, float] = {}
     default_type = cluster.types[0] if len(cluster.types) == 1 else None
     for job in problem.jobs:
         if job.id not in solution.allocation:
@@ -170,6 +173,7 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
             continue
         opt, v = hit[0]
         chosen[job.id] = opt
+        values[job.id] = float(v)
         used[opt.gpu_type] += k
         total_v += v
         total_u += round(v * S) * B + bonus.get(job.id, 0)
@@ -198,5 +202,5 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
         errors.append(f"bound {solution.bound} is below the objective {solution.objective}")
     return VerifyReport(
         ok=not errors, errors=tuple(errors), objective=total_u, objective_value=total_v,
-        gpus_used=sum(used.values()), notes=tuple(notes),
+        gpus_used=sum(used.values()), notes=tuple(notes), values=values,
     )
