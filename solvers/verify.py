@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from elasticopt.models.placement import place
 from elasticopt.models.problem import Option, Problem
+from elasticopt.models.objectives import jobs_values
 from elasticopt.models.table import job_values
 from elasticopt.solvers.solution import Solution, Status
 
@@ -152,20 +153,21 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
     chosen: dict[str, Option] = {}
     values: dict[str, float] = {}
     default_type = cluster.types[0] if len(cluster.types) == 1 else None
+    placed = []
     for job in problem.jobs:
         if job.id not in solution.allocation:
             errors.append(f"job {job.id!r} missing from the allocation")
             continue
-        a = solution.allocation[job.id]
-        if a is None:
+        if solution.allocation[job.id] is None:
             if not problem.idle_allowed(job):
                 errors.append(f"running job {job.id!r} left idle but preemption is not allowed")
             continue
-        k, b = a
+        placed.append(job)
+    typed = [job.typed_options(cluster, problem.node_aware) for job in placed]
+    for job, opts, vals in zip(placed, typed, jobs_values(problem, placed, typed)):  # one objective pass
+        k, b = solution.allocation[job.id]  # type: ignore[misc]
         t = solution.gpu_types.get(job.id, default_type)
         packed = bool(solution.packed.get(job.id, False))
-        opts = job.typed_options(cluster, problem.node_aware)
-        vals = job_values(problem, job, opts)
         hit = [(o, v) for o, v in zip(opts, vals) if (o.gpu_type, o.gpus, o.batch, o.packed) == (t, k, b, packed)]
         if not hit or math.isnan(hit[0][1]):
             what = f"({k} GPUs{'' if t is None else ' of ' + repr(t)}, batch {b}{', packed' if packed else ''})"
