@@ -201,7 +201,9 @@ class Job:
             clean: dict[tuple, float] = {}
             for key, v in dict(self.values).items():
                 ok = isinstance(key, tuple) and len(key) in (3, 4) and isinstance(key[0], str)
-                ok = ok and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in key[1:3])
+                k, b = (key[1], key[2]) if ok else (0, 0)  # integers >= 1, not bools (unrolled: per option)
+                ok = (ok and isinstance(k, int) and not isinstance(k, bool) and k >= 1
+                      and isinstance(b, int) and not isinstance(b, bool) and b >= 1)
                 ok = ok and (len(key) == 3 or key[3] == "packed")
                 if not ok:
                     raise ValidationError(f"{where}.values", "keys (gpu_type, k, b) or (gpu_type, k, b, 'packed')", key)
