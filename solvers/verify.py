@@ -2,7 +2,8 @@
 
 :func:`verify` does not use the option table or any backend: it recomputes each
 assigned job's feasibility from the :class:`~elasticopt.models.Job` rules, the
-capacity, and the integer objective from the job values one job at a time.
+capacity, and the integer objective from the chosen options' values (one objective pass over every
+allocated job's options, :func:`~elasticopt.models.objectives.jobs_values`).
 """
 
 from __future__ import annotations
