@@ -113,3 +113,48 @@ def test_the_quick_check_is_sufficient_and_validate_request_agrees_with_the_sche
 def test_valid_jobs_take_the_quick_check(jobs):
     ok = all(_full({"format": "elasticopt-request/1", "jobs": [j]}) for j in jobs)
     assert jobs_plainly_valid(jobs) == ok  # every valid shape generated here is recognised
+
+
+_value_option = st.fixed_dictionaries(
+    {"gpus": st.sampled_from([1, 2, 4, 8]), "value": st.floats(-5, 50, allow_nan=False)},
+    optional={"batch": st.sampled_from([8, 16, 24]), "nodes": st.sampled_from([2, 3, 1]),  # mostly valid
+              "pool": st.sampled_from(["a", "b"])},
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.lists(_value_option, min_size=1, max_size=5), st.booleans(), st.booleans(),
+                          st.floats(-2, 5)), max_size=5))
+def test_assembled_value_jobs_equal_checked_ones(specs):
+    """translate's caller-value jobs by Job.assembled equal those Job(...) builds with its checks (or both fail)."""
+    from functools import partial
+    from unittest import mock
+
+    from elasticopt.service import translate as tr_mod
+
+    jobs = []
+    for i, (opts, running, preemptible, idle) in enumerate(specs):
+        jd = {"id": f"j{i}", "options": opts, "idle_value": idle, "preemptible": preemptible}
+        if running:
+            jd["running"] = {"gpus": opts[0]["gpus"], "batch": opts[0].get("batch", opts[0]["gpus"]),
+                             "pool": opts[0].get("pool", "a")}
+        jobs.append(jd)
+    doc = {"format": "elasticopt-request/1", "objective": "values", "jobs": jobs,
+           "cluster": {"pools": {"a": {"nodes": 2, "gpus_per_node": 4}, "b": {"nodes": 1, "gpus_per_node": 8}}}}
+
+    def outcome():
+        try:
+            validate_request(copy.deepcopy(doc))
+            return tr_mod.translate(copy.deepcopy(doc)).problem
+        except ServiceError as exc:
+            return exc.to_dict()
+
+    fast = outcome()
+    with mock.patch.object(tr_mod, "_values_problem", partial(tr_mod._values_problem, trusted=False)):
+        checked = outcome()
+    assert type(fast) is type(checked)
+    if isinstance(fast, dict):
+        assert fast == checked
+    else:
+        assert fast.jobs == checked.jobs and fast == checked
+        assert all(type(j.values) is type(c.values) for j, c in zip(fast.jobs, checked.jobs))
