@@ -31,7 +31,7 @@ import numpy as np
 from elasticopt.errors import DuplicateNameError, ValidationError
 
 __all__ = ["Objective", "OptionRows", "JobColumns", "ModelJobs", "register_objective", "get_objective",
-           "objective_names", "per_gpu_best", "job_values", "current_key", "values_of", "JOB_FIELDS",
+           "objective_names", "per_gpu_best", "job_values", "jobs_values", "current_key", "values_of", "JOB_FIELDS",
            "pollux_objective"]
 
 _WEIGHT = attrgetter("weight")
@@ -411,16 +411,38 @@ def job_values(problem: Any, job: Any, opts: list) -> list[float]:
         An option the objective does not offer (``value`` without a caller
         value) gets nan.
     """
-    if not opts:
-        return []
-    rows = OptionRows.of(problem, opts)
-    cur = np.zeros(len(opts), dtype=bool)
-    if job.running is not None:
-        if hasattr(opts[0], "gpu_type"):
-            key = current_key(problem, job)
-            cur = np.array([(o.gpu_type, o.gpus, o.batch, o.packed) == key for o in opts])
-            if not cur.any() and key is not None and key[3]:  # no packed option there: the unpacked one
-                cur = np.array([(o.gpu_type, o.gpus, o.batch, o.packed) == key[:3] + (False,) for o in opts])
-        else:
-            cur = np.array([(o[0], o[1]) == (job.running.gpus, job.running.batch) for o in opts])
-    return values_of(problem, [job], rows, cur).tolist()
+    return jobs_values(problem, [job], [opts])[0]
+
+
+def _current_flags(problem: Any, job: Any, opts: Sequence) -> list[bool]:
+    """Per option of ``job``: whether it is the job's current option (the rule of :func:`current_key`)."""
+    if job.running is None:
+        return [False] * len(opts)
+    if hasattr(opts[0], "gpu_type"):
+        key = current_key(problem, job)
+        cur = [(o.gpu_type, o.gpus, o.batch, o.packed) == key for o in opts]
+        if not any(cur) and key is not None and key[3]:  # no packed option there: the unpacked one
+            cur = [(o.gpu_type, o.gpus, o.batch, o.packed) == key[:3] + (False,) for o in opts]
+        return cur
+    return [(o[0], o[1]) == (job.running.gpus, job.running.batch) for o in opts]
+
+
+def jobs_values(problem: Any, jobs: Sequence[Any], opts: Sequence[Sequence]) -> list[list[float]]:
+    """:func:`job_values` of several jobs at once (``opts[i]``: the options of ``jobs[i]``, all of one kind),
+    by one objective call over all their options: the same values, one array pass instead of one per job."""
+    kept = [i for i, o in enumerate(opts) if o]
+    out: list[list[float]] = [[] for _ in opts]
+    if not kept:
+        return out
+    flat = [o for i in kept for o in opts[i]]
+    rows = OptionRows.of(problem, flat)
+    rows = OptionRows(np.repeat(np.arange(len(kept), dtype=np.int64), [len(opts[i]) for i in kept]), rows.gpus,
+                      rows.batch, rows.samples_per_s, rows.gpu_type, rows.packed, rows.types)
+    cur = np.fromiter((c for i in kept for c in _current_flags(problem, jobs[i], opts[i])), dtype=bool,
+                      count=len(flat))
+    vals = values_of(problem, [jobs[i] for i in kept], rows, cur).tolist()
+    at = 0
+    for i in kept:
+        out[i] = vals[at:at + len(opts[i])]
+        at += len(opts[i])
+    return out

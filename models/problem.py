@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
@@ -201,7 +201,9 @@ class Job:
             clean: dict[tuple, float] = {}
             for key, v in dict(self.values).items():
                 ok = isinstance(key, tuple) and len(key) in (3, 4) and isinstance(key[0], str)
-                ok = ok and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in key[1:3])
+                k, b = (key[1], key[2]) if ok else (0, 0)  # integers >= 1, not bools (unrolled: per option)
+                ok = (ok and isinstance(k, int) and not isinstance(k, bool) and k >= 1
+                      and isinstance(b, int) and not isinstance(b, bool) and b >= 1)
                 ok = ok and (len(key) == 3 or key[3] == "packed")
                 if not ok:
                     raise ValidationError(f"{where}.values", "keys (gpu_type, k, b) or (gpu_type, k, b, 'packed')", key)
@@ -210,6 +212,28 @@ class Job:
                     raise ValidationError(f"{where}.values[{key}]", "a finite number", v)
                 clean[tuple(key)] = fv
             object.__setattr__(self, "values", MappingProxyType(clean))
+
+    @classmethod
+    def assembled(cls, id: str, throughput: Any, values: dict[tuple, float] | None = None, **fields: Any) -> "Job":
+        """A job whose fields are known to be what ``__post_init__`` accepts and leaves them, built without its
+        checks (the per-job half of :meth:`Problem.assembled`).
+
+        For the service's caller-values jobs (``elasticopt/service/translate.py``): every field is derived
+        from a request the schema and the translation checked (ids, integers >= 1, finite values, batch
+        bounds from the options), ``values`` a plain dict of float values by tuple keys.  Equal to the job
+        ``Job(...)`` builds from the same fields (``tests/service/test_service_screen.py``).
+        """
+        self = object.__new__(cls)
+        for name, default in _JOB_FIELDS:
+            if name not in fields and default is MISSING:
+                raise TypeError(f"Job.assembled: the field {name!r} is required")
+            object.__setattr__(self, name, fields.pop(name) if name in fields else default)
+        if fields:
+            raise TypeError(f"Job.assembled: unknown fields {sorted(fields)}")
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "throughput", throughput)
+        object.__setattr__(self, "values", None if values is None else MappingProxyType(values))
+        return self
 
     def __hash__(self) -> int:
         tp = tuple(self.throughput.items()) if isinstance(self.throughput, Mapping) else self.throughput
@@ -297,6 +321,9 @@ class Job:
                     if rules.fits(k, b, *lim):
                         out.append(Option(t, k, b, True, float(sps)))
         return sorted(set(out), key=lambda o: (o.gpu_type, o.gpus, o.batch, o.packed))
+
+#: (name, default) of the Job fields :meth:`Job.assembled` takes as keywords (``MISSING``: required).
+_JOB_FIELDS = tuple((f.name, f.default) for f in fields(Job) if f.name not in ("id", "throughput", "values"))
 
 
 def _model_options(job: Job, model: Any, gpus_cap: int | None) -> list[tuple[int, int, float]]:

@@ -2,7 +2,8 @@
 
 :func:`verify` does not use the option table or any backend: it recomputes each
 assigned job's feasibility from the :class:`~elasticopt.models.Job` rules, the
-capacity, and the integer objective from the job values one job at a time.
+capacity, and the integer objective from the chosen options' values (one objective pass over every
+allocated job's options, :func:`~elasticopt.models.objectives.jobs_values`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 
 from elasticopt.models.placement import place
 from elasticopt.models.problem import Option, Problem
+from elasticopt.models.objectives import jobs_values
 from elasticopt.models.table import job_values
 from elasticopt.solvers.solution import Solution, Status
 
@@ -28,6 +30,8 @@ class VerifyReport:
     objective_value: float | None = None
     gpus_used: int = 0
     notes: tuple[str, ...] = field(default=())
+    values: dict[str, float] = field(default_factory=dict)
+    """Per allocated job, the value of its chosen option as recomputed (objective units before scaling)."""
 
     def __bool__(self) -> bool:
         return self.ok
@@ -148,21 +152,23 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
     used = {t: 0 for t in cluster.types}
     total_u, total_v = 0, 0.0
     chosen: dict[str, Option] = {}
+    values: dict[str, float] = {}
     default_type = cluster.types[0] if len(cluster.types) == 1 else None
+    placed = []
     for job in problem.jobs:
         if job.id not in solution.allocation:
             errors.append(f"job {job.id!r} missing from the allocation")
             continue
-        a = solution.allocation[job.id]
-        if a is None:
+        if solution.allocation[job.id] is None:
             if not problem.idle_allowed(job):
                 errors.append(f"running job {job.id!r} left idle but preemption is not allowed")
             continue
-        k, b = a
+        placed.append(job)
+    typed = [job.typed_options(cluster, problem.node_aware) for job in placed]
+    for job, opts, vals in zip(placed, typed, jobs_values(problem, placed, typed)):  # one objective pass
+        k, b = solution.allocation[job.id]  # type: ignore[misc]
         t = solution.gpu_types.get(job.id, default_type)
         packed = bool(solution.packed.get(job.id, False))
-        opts = job.typed_options(cluster, problem.node_aware)
-        vals = job_values(problem, job, opts)
         hit = [(o, v) for o, v in zip(opts, vals) if (o.gpu_type, o.gpus, o.batch, o.packed) == (t, k, b, packed)]
         if not hit or math.isnan(hit[0][1]):
             what = f"({k} GPUs{'' if t is None else ' of ' + repr(t)}, batch {b}{', packed' if packed else ''})"
@@ -170,6 +176,7 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
             continue
         opt, v = hit[0]
         chosen[job.id] = opt
+        values[job.id] = float(v)
         used[opt.gpu_type] += k
         total_v += v
         total_u += round(v * S) * B + bonus.get(job.id, 0)
@@ -198,5 +205,5 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
         errors.append(f"bound {solution.bound} is below the objective {solution.objective}")
     return VerifyReport(
         ok=not errors, errors=tuple(errors), objective=total_u, objective_value=total_v,
-        gpus_used=sum(used.values()), notes=tuple(notes),
+        gpus_used=sum(used.values()), notes=tuple(notes), values=values,
     )

@@ -321,17 +321,17 @@ class AllocationService:
         warnings: list[str] = []
         sol = self._run_solver(tr, spec, limit, doc.get("reduce", True), warnings)
         t_solve = time.perf_counter()
-        verified = False
+        verified, job_value = False, {}
         if doc.get("verify", True):
             rep = verify(tr.problem, sol)
             if not rep.ok:
                 raise ServiceError("internal", f"solver {spec.name!r} returned a result that does not verify: "
                                    + "; ".join(rep.errors), "solver", "a verified result", sol.status.value)
-            verified = True
+            verified, job_value = True, rep.values
         t_verify = time.perf_counter()
         alloc: dict[str, Any] = {}
         if sol.status.has_allocation and sol.objective is not None:
-            alloc, placed_warnings = self._placed(tr, sol)
+            alloc, placed_warnings = self._placed(tr, sol, job_value)
             warnings.extend(placed_warnings)
         t_place = time.perf_counter()
         value = sol.objective_value
@@ -366,14 +366,16 @@ class AllocationService:
             },
         }
 
-    def _placed(self, tr: Translation, sol: Solution) -> tuple[dict[str, Any], list[str]]:
+    def _placed(self, tr: Translation, sol: Solution,
+                job_value: Mapping[str, float]) -> tuple[dict[str, Any], list[str]]:
         """Per job: GPUs, batch, pool, nodes, value (caller units), whether it moved; and warnings.
 
         Per pool, the model's one placer keeping running jobs in place
         (:func:`~elasticopt.service.placement.place`: a job keeps its nodes when its GPU count is
         kept; where that leaves a packed job no fewest nodes, the pool is packed from scratch); the
         solution's own placement (``sol.placement``, verified by ``verify``) only where the placer's
-        search stops first.
+        search stops first.  ``job_value``: the chosen options' values as :func:`~elasticopt.solvers.verify`
+        recomputed them (empty when the request turned verification off: then computed here, the same way).
         """
         problem = tr.problem
         first_pool = next(iter(tr.pools))
@@ -417,6 +419,8 @@ class AllocationService:
             vj = tr.value_jobs.get(job.id)
             if vj is not None:
                 v = vj.priced[(t, k, b, packed)]
+            elif job.id in job_value:
+                v = job_value[job.id]
             else:
                 opts = [o for o in job.typed_options(problem.cluster, problem.node_aware)
                         if (o.gpu_type, o.gpus, o.batch, o.packed) == (t, k, b, packed)]

@@ -316,9 +316,12 @@ def translate_instance(doc: dict[str, Any], screened: bool = False) -> Translati
 
 
 def _values_problem(jobs: list[dict[str, Any]], cluster_doc: dict[str, Any], allow: bool,
-                    priority: list[str] | None) -> Problem:
-    """Caller-value jobs through the model's constructors (whose checks apply): every field is explicit
-    and every row feasible by construction, so the loader's schema pass (the bulk of its time) is skipped."""
+                    priority: list[str] | None, trusted: bool = True) -> Problem:
+    """Caller-value jobs through the model's constructors: every field is explicit and every row feasible by
+    construction, so the loader's schema pass (the bulk of its time) is skipped; the jobs by
+    :meth:`~elasticopt.models.Job.assembled` (``trusted``), as every field was checked by the request schema
+    and :func:`_value_rows` (ids, integers >= 1, finite values, k dividing b), else by ``Job(...)`` and its
+    checks (the same jobs: a test builds both); the throughput models and the problem with their checks."""
     if "pools" in cluster_doc:
         cluster = Cluster(pools={t: pool_from_dict(p, f"cluster.pools.{t}")  # every field of the request's pool
                                  for t, p in cluster_doc["pools"].items()})
@@ -334,7 +337,7 @@ def _values_problem(jobs: list[dict[str, Any]], cluster_doc: dict[str, Any], all
             values[(t, k, b, "packed") if pk else (t, k, b)] = float(v)
         batches = [key[2] for key in values]
         run = jd.get("running")
-        built.append(Job(
+        built.append((Job.assembled if trusted else Job)(
             id=jd["id"],
             throughput={t: MeasuredThroughput(points.get(t, {}), packed=packed.get(t, {}))
                         for t in sorted(set(points) | set(packed))},
