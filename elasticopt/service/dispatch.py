@@ -147,11 +147,6 @@ def _unplaced(sol: Solution) -> bool:
         sol.reason in PLACEMENT_REASONS or (sol.reason is Reason.TIME_LIMIT and bool(sol.unplaced)))
 
 
-def _kept(problem: Any) -> dict[str, tuple[int, int] | None]:
-    """The allocation that changes nothing: every running job on its (gpus, batch), every queued one idle."""
-    return {j.id: None if j.running is None else (j.running.gpus, j.running.batch) for j in problem.jobs}
-
-
 class AllocationService:
     """Answers allocation requests (format ``elasticopt-request/1``).
 
@@ -282,17 +277,11 @@ class AllocationService:
                                 f"limit to solve again with {fallback!r}")
                 return sol
             options: dict[str, Any] = {}
-            start = ""
-            if capabilities(fallback).warm_start:
-                if sol.objective is not None:
-                    options["hint"], start = dict(sol.allocation), ", from its best placed allocation"
-                elif any(j.running is not None for j in tr.problem.jobs):
-                    # nothing placed yet: start from the allocation that changes nothing (every running job on
-                    # its option and nodes, the queued ones idle), so that a re-solve stopped at its limit
-                    # answers at least that, not a worse incumbent that restarts jobs
-                    options["hint"], start = _kept(tr.problem), ", from the running jobs kept in place"
+            if capabilities(fallback).warm_start and sol.objective is not None:
+                options["hint"] = dict(sol.allocation)  # start from its best allocation that places
             first = sol.message.split(";")[0]
-            warnings.append(f"{first}; solved again with {fallback!r} (exact with node variables{start})")
+            warnings.append(f"{first}; solved again with {fallback!r} (exact with node variables"
+                            + (", from its best placed allocation)" if options else ")"))
             again = self._run_one(tr, RequestedSolver(fallback, options), left, reduce)
             if again.objective is None and sol.objective is not None or (
                     again.objective is not None and sol.objective is not None and again.objective < sol.objective

@@ -184,34 +184,6 @@ def test_an_unplaceable_optimum_of_the_dp_is_solved_again_with_node_variables():
     assert none["status"] == "limit" and none["allocation"] == {}
 
 
-def test_a_re_solve_without_a_placed_incumbent_starts_from_the_running_jobs_kept_in_place():
-    # the dp found no placed allocation: the fallback's start is the allocation that changes nothing, so a
-    # re-solve stopped at its limit answers at least that (no restarts for an incumbent worse than staying)
-    from elasticopt.solvers.api import solve
-
-    seen = []
-
-    def dp_cannot_place(problem, solver, **kw):
-        if solver == "dp":
-            return Solution(Status.LIMIT, solver="dp", message="dp: cannot be placed; use milp",
-                            reason=Reason.NOT_PLACEABLE)
-        seen.append(kw.get("hint"))
-        return solve(problem, solver, **kw)
-
-    req = {"format": "elasticopt-request/1", "cluster": {"gpus": 8, "gpus_per_node": 4},
-           "jobs": [{"id": "a", "throughput": [[1, 32, 100.0], [2, 64, 190.0], [4, 128, 360.0]],
-                     "running": {"gpus": 2, "batch": 64}},
-                    {"id": "b", "throughput": [[1, 32, 100.0], [2, 64, 190.0]]}]}
-    resp = check_response(AllocationService(solve=dp_cannot_place).handle(json.dumps(req)))
-    assert seen == [{"a": (2, 64), "b": None}]
-    assert resp["status"] == "optimal" and "from the running jobs kept in place" in resp["warnings"][0]
-    # nothing running: no start
-    seen.clear()
-    del req["jobs"][0]["running"]
-    check_response(AllocationService(solve=dp_cannot_place).handle(json.dumps(req)))
-    assert seen == [None]
-
-
 def test_the_re_solve_gets_what_is_left_of_the_time_limit():
     import time as _time
 
