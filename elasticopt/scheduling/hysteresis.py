@@ -35,10 +35,10 @@ decision where the queue's waiting value is unbounded (a job at its admission
 deadline, or one with no restart cost that has waited) the yield stops at φ_d:
 a running job may then change only to an option of at least
 ``min(φ_d * submitted rate, rate now)``
-(:meth:`Hysteresis.floors`).  Without them, at the largest submitted batch,
+(:meth:`Hysteresis.floor`).  Without them, at the largest submitted batch,
 the elastic policy started jobs at a fraction of their rate and shrank running
 ones far below it to admit arrivals, and the jobs both policies completed took
-longer than under fixed-batch (mean JCT over them 0.84-0.98x fixed-batch's in
+longer than under fixed-batch (mean JCT over them 0.85-0.99x fixed-batch's in
 the four admission cells of validation/paper_comparison.py at the largest
 submitted batch); the elastic policy sets φ_s = 0.75, φ_d = 0.5
 (:class:`~elasticopt.scheduling.policies.elastic.ElasticPolicy`), the
@@ -128,7 +128,7 @@ class Hysteresis:
 
     @property
     def has_floors(self) -> bool:
-        """Whether either rate floor is set (queued jobs' options are then restricted too)."""
+        """Whether either rate floor is set (0 for both: the rule without floors)."""
         return self.start_floor > 0 or self.due_floor > 0
 
     def floor(self, state: JobState, queue: float = 0.0, submitted_rate: float | None = None) -> float:
@@ -159,7 +159,7 @@ class Hysteresis:
 
     def allows(self, state: JobState, gpus: int, batch: int, gpu_type: str | None = None,
                queue: float = 0.0) -> bool:
-        """Whether the job ``state`` may change to (gpus, batch): a running job, or a queued one start there.
+        """Whether the job ``state`` may take (gpus, batch): a running job change to it, a queued one start on it.
 
         A queued job may take any option at or above its rate floor (:meth:`floor`; any option without one).
         ``gpu_type``: the option's GPU type (None: the type it runs on); a move to another type is a change.
