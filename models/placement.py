@@ -25,8 +25,12 @@ where they are (``current``):
    for a fixed g, bounded in steps and by a deadline);
 3. the growing jobs' extra GPUs, then the other unpacked jobs, largest first,
    by the greedy rule (never fails when the total fits);
-4. if keeping jobs in place leaves no placement of the packed jobs, the pool
-   is packed from scratch (jobs move; ``Placement.kept`` is False).
+4. if keeping jobs in place leaves no placement of the packed jobs, the
+   fewest running jobs are moved: each one alone, then pairs, smallest
+   first (``Placement.released``), every other one kept; where none of those
+   places, the pool is packed from scratch (jobs move; ``Placement.kept`` is
+   False).  A move restarts a job on every host, so moving one job where
+   packing from scratch moves most of them is what the hosts measure.
 
 GPU indices: a job takes the lowest free indices of each of its nodes, in
 the order above.
@@ -124,6 +128,9 @@ class Placement:
     not_kept
         Job position -> why its current GPUs could not be kept (they are not
         free GPUs of the pool, or another job holds them).
+    released
+        Positions of running jobs moved although their GPUs could be kept, so
+        that the packed jobs place while every other running job stays (step 4).
     """
 
     status: Literal["placed", "impossible", "unknown"]
@@ -133,6 +140,7 @@ class Placement:
     steps: int = 0
     kept: bool = True
     not_kept: Mapping[int, str] = field(default_factory=dict)
+    released: tuple[int, ...] = ()
 
 
 @lru_cache(maxsize=64)
@@ -315,8 +323,19 @@ def pack(
     if sum(k for k, _ in jobs) > pool.gpus:
         return Placement("impossible")
     kept = True
+    released: tuple[int, ...] = ()
     status, out, stop, steps, not_kept = _pack(pool, jobs, current, max_steps, deadline, None if current else counts)
     if status != "placed" and current is not None and any(current):  # keeping jobs in place blocks the packed ones
+        for few in _releases(jobs, current):  # move as few running jobs as will let them place
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+            trial = [None if j in few else c for j, c in enumerate(current)]
+            status, out, stop, more, _ = _pack(pool, jobs, trial, RELEASE_STEPS, deadline, None)
+            steps += more
+            if status == "placed":
+                released = few
+                break
+    if status != "placed" and current is not None and any(current):
         kept = False
         status, out, stop, steps2, _ = _pack(pool, jobs, None, max_steps, deadline, counts)
         steps += steps2
@@ -327,7 +346,26 @@ def pack(
              == {n: tuple(sorted(ix)) for n, ix in (d or {}).items()})
         for j, d in enumerate(out)
     )
-    return Placement("placed", tuple(d or {} for d in out), moved, stop, steps, kept, not_kept)
+    return Placement("placed", tuple(d or {} for d in out), moved, stop, steps, kept, not_kept, released)
+
+
+#: Sets of running jobs tried for release (step 4), one job, then two, before the pool is packed from scratch.
+MAX_RELEASES = 64
+#: Exact-search steps of each release tried.
+RELEASE_STEPS = 2_000
+
+
+def _releases(jobs: Sequence[tuple[int, bool]], current) -> list[tuple[int, ...]]:
+    """Running jobs to move so the others keep their nodes: each one alone, then pairs, smallest jobs
+    first, at most :data:`MAX_RELEASES` sets."""
+    held = sorted((j for j, c in enumerate(current) if c), key=lambda j: (jobs[j][0], j))
+    out: list[tuple[int, ...]] = [(j,) for j in held]
+    for a, i in enumerate(held):
+        for b in held[a + 1:]:
+            if len(out) >= MAX_RELEASES:
+                return out[:MAX_RELEASES]
+            out.append((i, b))
+    return out[:MAX_RELEASES]
 
 
 def place(

@@ -34,7 +34,7 @@ from elasticopt.errors import ModelTooLargeError, SolverError, SolverUnavailable
 from elasticopt.models.placement import place_table
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.options import OptionRule, check_options
-from elasticopt.solvers.placed_search import best_placed
+from elasticopt.solvers.placed_dp import best_placed_exact
 from elasticopt.solvers.solution import Reason, Solution, Status
 
 __all__ = ["Backend", "Outcome", "Capabilities"]
@@ -320,21 +320,22 @@ class Backend(ABC):
             found = None
             if out.status is Status.OPTIMAL and common["reason"] is not Reason.TIME_LIMIT:
                 t4 = time.perf_counter()  # the best allocation that places: branch and bound under the totals' optimum
-                found = best_placed(table, deadline=deadline)
+                found = best_placed_exact(table, deadline=deadline)
                 stats["placed_search_s"] = time.perf_counter() - t4
                 stats["placed_search_steps"] = found.steps
             if found is None or found.choice is None:
                 return Solution(status, bound=bound, message=message, build_s=build_s, solve_s=solve_s, stats=stats,
                                 **common)
-            again = place_table(table, found.choice, deadline=deadline)
+            again = place_table(table, found.choice, counts=found.counts, deadline=deadline)
             if again.status != "placed":  # the search placed its packed jobs one type at a time: cannot happen
                 return Solution(status, bound=bound, message=message, build_s=build_s, solve_s=solve_s, stats=stats,
                                 **common)
             choice, nodes = found.choice, again.nodes
             if found.proven:
                 status, bound, common["reason"] = Status.OPTIMAL, found.value, Reason.SOLVED
+                how = "the DP over node counts" if found.counts is not None else "branch and bound under it"
                 message = (f"{self.name}: the optimum over per-type GPU totals {why}; the best allocation that "
-                           "places, proven by branch and bound under it")
+                           f"places, proven by {how}")
             else:
                 if found.stop == "time":
                     common["reason"] = Reason.TIME_LIMIT

@@ -48,7 +48,9 @@ class PlacedSearch:
     ``proven``: the search finished, so ``choice`` (None: nothing places) is
     optimal over allocations that place; ``choice``/``value``: the best
     placed allocation found; ``stop``: ``"steps"``, ``"time"`` or
-    ``"size"`` (not searched) when not proven.
+    ``"size"`` (not searched) when not proven; ``counts``: ``{row: {node:
+    GPUs}}`` of the packed jobs where the search placed them itself (the
+    node-count DP of :mod:`~elasticopt.solvers.placed_dp`), else None.
     """
 
     proven: bool
@@ -56,6 +58,7 @@ class PlacedSearch:
     value: int | None
     steps: int
     stop: str = ""
+    counts: dict | None = None
 
 
 def _suffix(util: list[list[tuple[int, int]]], idle: list[bool], cap: int) -> np.ndarray:

@@ -110,9 +110,9 @@ def test_running_jobs_stay_where_they_are(pool, spec, rnd):
     _check(pool, jobs, res)
     if not res.kept:
         return
-    for (k, p), c, d, moved in zip(jobs, cur, res.nodes, res.moved):
-        if not c:
-            assert moved
+    for j, ((k, p), c, d, moved) in enumerate(zip(jobs, cur, res.nodes, res.moved)):
+        if not c or j in res.released:
+            assert moved or j in res.released
             continue
         mine = {(n, i) for n, ix in d.items() for i in ix}
         had = {(n, i) for n, ix in c.items() for i in ix}
@@ -125,12 +125,26 @@ def test_running_jobs_stay_where_they_are(pool, spec, rnd):
     assert len(first.nodes) == len(jobs) and g >= 1
 
 
-def test_keeping_in_place_falls_back_to_scratch_when_it_blocks_a_packed_job():
+def test_keeping_in_place_moves_a_running_job_when_it_blocks_a_packed_job():
     pool = Pool(2, 4)
     # x holds 2 GPUs on each node; z (packed, 4) needs a whole node: x must move
     res = pack(pool, [(4, False), (4, True)], [{0: (0, 1), 1: (0, 1)}, None])
-    assert res.status == "placed" and not res.kept and res.moved == (True, True)
+    assert res.status == "placed" and res.kept and res.released == (0,) and res.moved == (True, True)
     assert len(res.nodes[1]) == 1
+
+
+def test_keeping_in_place_moves_the_fewest_running_jobs():
+    """a (1 GPU) on node 0, b (1 GPU) on node 1, a new packed job of 4: one of them moves, not both (packing
+    from scratch, as before, moved every job it placed elsewhere); then two of three must move."""
+    pool = Pool(2, 4)
+    res = pack(pool, [(1, True), (1, True), (4, True)], [{0: (0,)}, {1: (0,)}, None])
+    assert res.status == "placed" and res.kept and res.released == (0,)
+    assert res.moved == (True, False, True) and res.nodes[1] == {1: (0,)} and res.nodes[0] == {1: (1,)}
+    pool = Pool(3, 4)
+    res = pack(pool, [(1, True), (1, True), (1, True), (4, True), (4, True)], [{0: (0,)}, {1: (0,)}, {2: (0,)},
+                                                                               None, None])
+    assert res.status == "placed" and res.kept and res.released == (0, 1)
+    assert res.moved == (True, True, False, True, True)
 
 
 def test_take_is_best_fit_then_fewest_nodes():
@@ -176,7 +190,7 @@ def test_pollux_like_request_is_exact_in_milliseconds(best):
     if best in ((54, 5, 3, 2), (41, 18, 3, 2)):
         assert placed == sorted(best, reverse=True)
     else:
-        assert "branch and bound" in s.message
+        assert "proven by the DP over node counts" in s.message
     m = solve(p, "milp", time_limit_s=20)
     assert verify(p, m).ok
     if m.status is Status.OPTIMAL:

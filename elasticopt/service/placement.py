@@ -122,6 +122,9 @@ def place(
                deadline=deadline)
     if res.status != "placed":
         return NodeAssignment({}, {}, tuple(warnings), res.kept, res.status)
+    if res.released:
+        warnings.append("moved so that the packed jobs place, every other running job kept: "
+                        + ", ".join(repr(ids[i]) for i in res.released))
     nodes = {j: tuple((n, len(ix)) for n, ix in sorted(d.items())) for j, d in zip(ids, res.nodes)}
     moved = {}
     for jid, placed in nodes.items():
