@@ -134,19 +134,27 @@ def test_a_move_to_another_type_is_a_rescale():
     assert scaler.records()[0].restart_s == 10.0  # the start and the move each paid the restart
 
 
-def test_keep_in_place_then_fall_back_to_the_proposal_for_a_packed_job():
+def test_keep_in_place_move_the_fewest_then_fall_back_to_the_proposal_for_a_packed_job():
     cluster = Cluster(pools={"g": Pool(2, 4)})
     held = {"x": ("g", ((0, (0, 1)),)), "y": ("g", ((1, (0,)),))}
     got = place_targets(cluster, {"x": ("g", 2, False), "y": ("g", 1, False), "z": ("g", 3, False)}, held)
     assert got["x"] == held["x"] and got["y"] == held["y"]  # unchanged jobs stay
     assert sum(len(ix) for _, ix in got["z"][1]) == 3
-    # a packed 4-GPU job needs a whole node; keeping x and y spreads it: the proposal is used
+    # a packed 4-GPU job needs a whole node; keeping x and y spreads it: the smaller, y, moves, x stays
     want = {"x": ("g", 2, False), "y": ("g", 1, False), "z": ("g", 4, True)}
-    proposal = {"x": ("g", ((1, (0, 1)),)), "y": ("g", ((1, (2,)),)), "z": ("g", ((0, (0, 1, 2, 3)),))}
+    got = place_targets(cluster, want, held)
+    assert got == {"x": held["x"], "y": ("g", ((0, (2,)),)), "z": ("g", ((1, (0, 1, 2, 3)),))}
+    # three packed 4-GPU jobs on four nodes each holding a 1-GPU job: three of those must move, past the
+    # pairs the placer tries: the pool is packed from scratch, and the proposal is used
+    cluster = Cluster(pools={"g": Pool(4, 4)})
+    held = {f"r{i}": ("g", ((i, (0,)),)) for i in range(4)}
+    want = {**{f"r{i}": ("g", 1, False) for i in range(4)}, **{f"z{i}": ("g", 4, True) for i in range(3)}}
+    proposal = {**{f"r{i}": ("g", ((3, (i,)),)) for i in range(4)}, **{f"z{i}": ("g", ((i, (0, 1, 2, 3)),))
+                                                                       for i in range(3)}}
     got = place_targets(cluster, want, held, proposal)
     assert got == proposal
     with pytest.raises(ValidationError, match="z"):  # a proposal that does not fit is refused
-        place_targets(cluster, want, held, {**proposal, "z": ("g", ((1, (0, 1, 2, 3)),))})
+        place_targets(cluster, want, held, {**proposal, "z0": ("g", ((3, (0, 1, 2, 3)),))})
 
 
 def test_jobs_trading_gpus_are_ordered_or_stopped_and_restarted():
