@@ -27,6 +27,9 @@ one pool of g-GPU nodes):
   the incumbent's utility (an allocation that places, found before).  What
   is dropped cannot beat the incumbent, so the result is the incumbent
   where nothing survives, and the optimum either way.
+- **Dominance**: of the states with the same node counts, one is dropped
+  when another promises no more GPUs (r) and has at least its value:
+  whatever completes it completes the other at the same utility.
 
 It refuses (``None``) a table of several GPU types, nodes larger than the
 moves can list (:data:`~elasticopt.models.packing.MAX_MOVES`), or a search
@@ -51,7 +54,7 @@ __all__ = ["PlacedDP", "placed_dp", "best_placed_exact", "DEFAULT_MAX_STATES", "
 #: Kept states (all jobs together) before the DP gives up.
 DEFAULT_MAX_STATES = 200_000
 #: States kept per job by the heuristic pass that finds the incumbent.
-BEAM = 16
+BEAM = 64
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,7 @@ def placed_dp(table: OptionTable, *, incumbent: int | None = None, deadline: flo
                     new = tuple(a + b for a, b in zip(cnt, delta))
                     if r <= total - k:
                         offer((new, r), value + u, state, i, total - r - k)
+        nxt = _undominated(nxt)
         if beam is not None and len(nxt) > beam:  # a heuristic: the states of highest value plus bound
             top = sorted(nxt, key=lambda s: -(nxt[s][0] + int(rest[_free(s, weights)])))[:beam]
             nxt = {s: nxt[s] for s in top}
@@ -205,6 +209,27 @@ def best_placed_exact(table: OptionTable, *, deadline: float | None = None) -> P
     if heur is not None and heur.choice is not None and (found.value is None or heur.value > found.value):
         found = replace(found, choice=heur.choice, value=heur.value, counts=heur.counts)
     return found
+
+
+def _undominated(states: dict) -> dict:
+    """Drop a state when another with the same node counts promises no more GPUs (r) and has at least
+    its value: whatever completes the dropped one completes that one, at the same utility."""
+    by_cnt: dict[tuple, list] = {}
+    for (cnt, r), entry in states.items():
+        by_cnt.setdefault(cnt, []).append((r, -entry[0]))
+    out = {}
+    for cnt, rs in by_cnt.items():
+        if len(rs) == 1:
+            key = (cnt, rs[0][0])
+            out[key] = states[key]
+            continue
+        rs.sort()
+        best = None
+        for r, negv in rs:
+            if best is None or -negv > best:
+                best = -negv
+                out[(cnt, r)] = states[(cnt, r)]
+    return out
 
 
 def _free(state: tuple, weights: tuple[int, ...]) -> int:
