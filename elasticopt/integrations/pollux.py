@@ -33,7 +33,9 @@ count), and ``f_j = max(T_j - R_j * delta, 0) / (T_j + delta)`` (age T_j,
 restarts R_j, ``restart_penalty`` delta = 30 s) on **every job whose
 placement changes**, a queued job that starts included (Pollux:
 ``np.any(states != base_state)``); a running job that keeps its replica count
-keeps its nodes (the service's keep-in-place step) and its speedup.  A job
+keeps its nodes (the service's keep-in-place step) and its speedup, unless a
+packed job cannot be placed around it: then the fewest such jobs (one, else
+two) move, and Pollux restarts them.  A job
 without replicas contributes ``(1e-3)^p`` as in Pollux.  Ties go to the
 oldest jobs (Pollux's FIFO order).
 
@@ -49,9 +51,11 @@ What it cannot express
 ----------------------
 - cluster autoscaling: ``desired_nodes`` is always the current number of nodes;
 - nodes with different GPU counts (the model has one node size per pool);
-- spread-out layouts: every option is offered packed (on the fewest nodes,
-  where its speedup was priced), so a job never runs spread, even where a
-  spread layout would let one more job run;
+- spread-out layouts (default): every option is offered packed (on the fewest
+  nodes, where its speedup was priced), so a job never runs spread, even where
+  a spread layout would let one more job run; ``spread=True`` also offers each
+  count anywhere, priced at the widest layout (one replica per node, up to
+  every node), a lower bound of its speedup wherever it lands;
 - resources other than ``nvidia.com/gpu`` (CPU, memory requests are ignored).
 """
 
@@ -98,16 +102,19 @@ class PolluxPolicy(object):
     lexicographic
         False: Pollux's objective as it is (see the module docstring); True: the most running jobs first,
         then the power mean of unscaled speedups, the restart factor only on a running job's count change.
+    spread
+        Also offer every replica count on any nodes, priced at its widest layout (default: packed only).
     url, command, client
         Where the service is: see :class:`ElasticoptClient` (or pass one).
     """
 
     def __init__(self, p_fairness=-1.0, restart_penalty=30.0, solver="dp", time_limit_s=10.0,
-                 url=None, command=None, client=None, lexicographic=False):
+                 url=None, command=None, client=None, lexicographic=False, spread=False):
         if p_fairness > 1:
             raise ValueError("p_fairness must be <= 1, got %r" % (p_fairness,))
         self.p_fairness = float(p_fairness)
         self.lexicographic = bool(lexicographic)
+        self.spread = bool(spread)
         self.restart_penalty = float(restart_penalty)
         self.solver = solver
         self.time_limit_s = time_limit_s
@@ -140,6 +147,9 @@ class PolluxPolicy(object):
             options = []
             ks = list(range(max(int(info.min_replicas), 1), min(int(info.max_replicas), total) + 1))
             spans = [-(-k // per_node) for k in ks]  # the tightest layout of k replicas
+            if self.spread:  # also anywhere, priced at the widest layout (one replica per node up to all nodes)
+                wide = [(k, min(k, len(node_keys))) for k, n in zip(ks, spans) if min(k, len(node_keys)) > n]
+                ks, spans = ks + [k for k, _ in wide], spans + [n for _, n in wide]
             speeds = speedups_at(info.speedup_fn, spans + [min(fair_n, fair_k)], ks + [fair_k]) if ks else []
             base = speeds.pop() if speeds else 1.0
             for k, nodes, s in zip(ks, spans, speeds):

@@ -188,3 +188,19 @@ def test_a_call_that_ends_at_the_limit_without_an_allocation_keeps_everyone_in_p
     alloc, desired = PolluxPolicy(client=client).optimize(infos, nodes, {"a": [0, 0]}, nodes[0])
     assert alloc == {"a": [0, 0], "b": []} and desired == 2
     assert client.docs[0]["time_limit_s"] == 10.0  # bounded by default
+
+
+def test_spread_offers_each_count_anywhere_at_its_widest_layout_and_runs(client):
+    infos = {f"j{i}": _info(i, age=100.0 * (i + 1), max_replicas=6) for i in range(3)}
+    nodes = {i: NodeInfo({GPU: 4}, preemptible=False) for i in range(3)}
+    doc, _ = PolluxPolicy(client=client, spread=True).build_request(infos, nodes, {})
+    for job in doc["jobs"]:
+        spans = {(o["gpus"], o["nodes"]) for o in job["options"]}
+        for k in range(1, 7):
+            assert (k, -(-k // 4)) in spans  # packed, as without spread
+            assert (k, min(k, 3)) in spans  # and at its widest layout where that is wider
+    plain, _ = PolluxPolicy(client=client).build_request(infos, nodes, {})
+    assert all(o["nodes"] == -(-o["gpus"] // 4) for j in plain["jobs"] for o in j["options"])
+    sim = Cluster(PolluxPolicy(client=client, spread=True), num_nodes=3, gpus_per_node=4, jobs=_jobs(10))
+    sim.run()
+    assert all(j.completion_time is not None for j in sim.jobs)
