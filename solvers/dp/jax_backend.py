@@ -42,11 +42,18 @@ from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.dp.packed import backtrack, job_step, kernel_values
 from elasticopt.solvers.dp.value_type import ARGMAX64, ValueType, value_type
 from elasticopt.solvers.dp.windowed import window_dp
-from elasticopt.solvers.common import MAX_CELLS, NEG, dp_outcome, state_shape, too_large
+from elasticopt.solvers.common import INFEASIBLE_BELOW, MAX_CELLS, NEG, dp_outcome, state_shape, too_large
+from elasticopt.solvers.dp.type_split import combine, rows_table, sub_table, type_groups
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Reason, Status
 
 __all__ = ["JaxDP", "bucket"]
+
+
+def _decoded(vt: ValueType, F: np.ndarray) -> np.ndarray:
+    """A kernel's final row as int64 values (packed codes removed; infeasible states ``NEG``)."""
+    v = F.astype(np.int64) >> vt.shift_bits
+    return np.where(v < vt.infeasible_below, NEG, v)
 
 
 
@@ -227,24 +234,58 @@ class JaxDP(Backend):
     capabilities = Capabilities(gpu_types=True, placement="checked", time_limit=True, incumbent=True,
                                 warm_start=False)
 
-    default_options = {"fixing": True, "window": True, "max_cells": MAX_CELLS}
+    default_options = {"fixing": True, "window": True, "split": True, "max_cells": MAX_CELLS}
+
+    def _solve_inner(self, table: OptionTable, options: Mapping[str, Any], deadline: float | None) -> np.ndarray | None:
+        """The dp's optimal choice per row of ``table`` (no incumbent of the restricted table), None if none."""
+        prepared = self._prepare(table, options, deadline, inner=True)
+        raw = self._run(prepared, deadline)
+        if raw is TIMED_OUT:
+            return None
+        out = self.extract(table, prepared, (prepared, raw))
+        return None if out.status is not Status.OPTIMAL or out.choice is None else np.asarray(out.choice)
+
+    def _prepare_split(self, core: OptionTable, table: OptionTable, max_cells: int) -> dict[str, Any] | None:
+        """Several types: the coupled jobs' multi-type DP and one one-type DP per type (type_split); None where
+        a job has no option (the plain DP decides it)."""
+        x, groups, none = type_groups(core)
+        if none.size:
+            return None
+        xt = _clip(rows_table(core, x))
+        big = too_large(xt, max_cells)
+        caps = np.asarray(core.capacities)
+        cells = sum(g.size * (int(c) + 1) for g, c in zip(groups, caps))
+        if big is None and cells + x.size * int(np.prod(state_shape(xt), dtype=np.float64)) > max_cells:
+            big = too_large(core, max_cells)  # (the groups' cells added: refuse as for the whole core)
+        if big is not None:
+            return {"skip": True, "limit": big}
+        full = np.asarray(table.capacities)  # (the table before fixing: compiled shapes stable across decisions)
+        return {"skip": False, "split": (x, groups, xt, [int(c) for c in full])}
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> OptionTable:
         # the Lagrangian bound and reduced-cost fixing are part of solving (they often prove the optimum
         # alone): they run in run(), so that the solve time reports them
         return table
 
-    def _prepare(self, table: OptionTable, options: Mapping[str, Any]) -> dict[str, Any]:
+    def _prepare(self, table: OptionTable, options: Mapping[str, Any], deadline: float | None = None,
+                 inner: bool = False) -> dict[str, Any]:
         if options["fixing"] and table.n_jobs:  # several types: the bound alone often proves the optimum
             proof = quick_proof_multi(table)
             if proof is not None:
                 return {"proof": proof, "skip": True}
-        fix = reduced_cost_fixing(table, quick=False) if options["fixing"] and table.n_jobs else None
+        # several types: the restricted table's optimum as the incumbent (solved by this dp, without that step)
+        solve = None if inner else functools.partial(self._solve_inner, options=options, deadline=deadline)
+        fix = reduced_cost_fixing(table, quick=False, solve=solve) if options["fixing"] and table.n_jobs else None
         core = fix.core if fix is not None else table
         # the greedy incumbent already meets the Lagrangian bound: it is optimal, no DP needed
         if fix is not None and fix.incumbent_value >= fix.bound:
             return {"fix": fix, "core": core, "skip": True}
         if table.n_types > 1:
+            if options["split"]:
+                split = self._prepare_split(core, table, int(options["max_cells"]))
+                if split is not None:
+                    split.update(fix=fix, core=core)
+                    return split
             core = _clip(core)
             big = too_large(core, int(options["max_cells"]))
             if big is not None:
@@ -323,13 +364,22 @@ class JaxDP(Backend):
                 "n_types": len(dims), "value_type": vt}
 
     def _run_multi(self, model: dict[str, Any], deadline: float | None = None) -> Any:
+        fwd = self._forward_multi(model, deadline)
+        if fwd is TIMED_OUT:
+            return TIMED_OUT
+        values, back = fwd
+        return int(values[model["top"]]), back(model["top"])
+
+    def _forward_multi(self, model: dict[str, Any], deadline: float | None = None) -> Any:
+        """The multi-type forward scan: (F over the flat states, decoded; ``back(p)``: the choice from state p)."""
         import jax
-        import jax.numpy as jnp
 
         width, length, dtype, T = model["width"], model["length"], model["dtype"], model["n_types"]
         shift, kk, ty, util, idle = model["shift"], model["k"], model["ty"], model["util"], model["idle"]
         vt = model["value_type"]
         with jax.enable_x64(True):
+            import jax.numpy as jnp
+
             coords = jnp.asarray(model["coords"])
             F = jnp.zeros(length, dtype=vt.numpy)
             starts, args = [], []
@@ -344,38 +394,17 @@ class JaxDP(Backend):
                 s += c
                 if _past(deadline, F):
                     return TIMED_OUT
-            best = vt.best(int(F[model["top"]]))
-            choice = backtrack(vt, plan, starts, args, tail, shift, model["top"],
-                               lambda c: _kernels_multi(c, width, length, T, dtype, vt)[1])
-        return best, choice
+            values = _decoded(vt, np.asarray(F))
 
-    def run(self, model: OptionTable, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
-        deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
-        prepared = self._prepare(model, options)
-        if deadline is not None and not prepared["skip"] and time.perf_counter() > deadline:
-            return prepared, TIMED_OUT
-        return prepared, self._run(prepared, deadline)
+        def back(p: int) -> np.ndarray:
+            with jax.enable_x64(True):
+                return backtrack(vt, plan, starts, args, tail, shift, p,
+                                 lambda c: _kernels_multi(c, width, length, T, dtype, vt)[1])
 
-    def _run(self, model: dict[str, Any], deadline: float | None = None) -> Any:
-        if model["skip"]:
-            return model.get("limit")
-        if model.get("window"):
-            num, den, beat, max_cells = model["window"]
-            core = model["core"]
-            # cells past a quarter of the plain DP's would not pay: fall back to it
-            limit = min(max_cells, core.n_jobs * (core.width + 1) * (core.capacity + 1) // 4)
-            status, best, choice, cells = window_dp(core, num, den, beat, limit, deadline)
-            model["window_cells"] = cells
-            if status == "time":
-                return TIMED_OUT
-            if status == "none":
-                return None  # no allocation beats the incumbent: it is optimal
-            if status == "found":
-                return best, choice
-            model.update(self._arrays(core, model["length_for"]))  # "skip": the plain DP
-            model["window_cells"] = None
-        if model.get("multi"):
-            return self._run_multi(model, deadline)
+        return values, back
+
+    def _forward(self, model: dict[str, Any], deadline: float | None = None) -> Any:
+        """The one-type forward scan: (F[0..length), decoded; ``back(p)``: the choice from state p)."""
         import jax
         import jax.numpy as jnp
 
@@ -394,10 +423,89 @@ class JaxDP(Backend):
                 s += c
                 if _past(deadline, F):
                     return TIMED_OUT
-            best = vt.best(int(F[model["G"]]))
-            choice = backtrack(vt, plan, starts, args, tail, gpus, model["G"],
-                               lambda c: _kernels(c, width, length, dtype, vt)[1])
+            values = _decoded(vt, np.asarray(F))
+
+        def back(p: int) -> np.ndarray:
+            with jax.enable_x64(True):
+                return backtrack(vt, plan, starts, args, tail, gpus, p,
+                                 lambda c: _kernels(c, width, length, dtype, vt)[1])
+
+        return values, back
+
+    def _run_split(self, model: dict[str, Any], deadline: float | None) -> Any:
+        """max_p F_X(p) + Σ_t f_t(G_t - p_t) (type_split.combine), and the choice that reaches it."""
+        x, groups, xt, full = model["split"]
+        core: OptionTable = model["core"]
+        caps = np.asarray(core.capacities)
+        f, backs, cells = [], [], 0
+        for t, rows in enumerate(groups):
+            if rows.size == 0:
+                f.append(np.zeros(int(caps[t]) + 1, dtype=np.int64))
+                backs.append(None)
+                continue
+            sub = sub_table(core, rows, t)
+            out = self._forward(self._arrays(sub, max(full[t] if t < len(full) else 0, int(caps[t]))), deadline)
+            if out is TIMED_OUT:
+                return TIMED_OUT
+            f.append(out[0])
+            backs.append(out[1])
+            cells += rows.size * (int(caps[t]) + 1)
+        dims = tuple(int(c) + 1 for c in xt.capacities)
+        if x.size:
+            out = self._forward_multi(self._arrays_multi(xt), deadline)
+            if out is TIMED_OUT:
+                return TIMED_OUT
+            fx, back_x = out
+            cells += x.size * int(np.prod(dims))
+        else:
+            dims, fx, back_x = (1,) * core.n_types, np.zeros(1, dtype=np.int64), None
+        best, p = combine(fx, dims, caps, f, NEG)
+        model["split_cells"] = cells
+        choice = np.full(core.n_jobs, -1, dtype=np.int64)
+        if best < INFEASIBLE_BELOW:
+            return best, choice
+        coord = np.unravel_index(p, dims)
+        if back_x is not None:
+            choice[x] = back_x(p)[: x.size]
+        for t, rows in enumerate(groups):
+            if backs[t] is not None:
+                choice[rows] = backs[t](int(caps[t]) - int(coord[t]))[: rows.size]
         return best, choice
+
+    def run(self, model: OptionTable, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
+        deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+        prepared = self._prepare(model, options, deadline)
+        if deadline is not None and not prepared["skip"] and time.perf_counter() > deadline:
+            return prepared, TIMED_OUT
+        return prepared, self._run(prepared, deadline)
+
+    def _run(self, model: dict[str, Any], deadline: float | None = None) -> Any:
+        if model["skip"]:
+            return model.get("limit")
+        if model.get("split"):
+            return self._run_split(model, deadline)
+        if model.get("window"):
+            num, den, beat, max_cells = model["window"]
+            core = model["core"]
+            # cells past a quarter of the plain DP's would not pay: fall back to it
+            limit = min(max_cells, core.n_jobs * (core.width + 1) * (core.capacity + 1) // 4)
+            status, best, choice, cells = window_dp(core, num, den, beat, limit, deadline)
+            model["window_cells"] = cells
+            if status == "time":
+                return TIMED_OUT
+            if status == "none":
+                return None  # no allocation beats the incumbent: it is optimal
+            if status == "found":
+                return best, choice
+            model.update(self._arrays(core, model["length_for"]))  # "skip": the plain DP
+            model["window_cells"] = None
+        if model.get("multi"):
+            return self._run_multi(model, deadline)
+        fwd = self._forward(model, deadline)
+        if fwd is TIMED_OUT:
+            return TIMED_OUT
+        values, back = fwd
+        return int(values[model["G"]]), back(model["G"])
 
     def extract(self, table: OptionTable, model: OptionTable, raw: Any) -> Outcome:
         model, raw = raw  # the prepared arrays (fixing included) and the DP's result
@@ -417,7 +525,11 @@ class JaxDP(Backend):
         cells = model.get("window_cells")
         if cells is not None:  # the windowed DP: its states times the options that read them
             ops = int(cells) * max(core.width, 1)
+        if model.get("split_cells") is not None:  # the split DP: its jobs times their states, times the options
+            ops = int(model["split_cells"]) * max(core.width, 1)
         stats: dict[str, Any] = {"operations": ops, "dp_jobs": core.n_jobs, "dp_capacity": core.capacity}
+        if model.get("split"):
+            stats["coupled_jobs"] = int(model["split"][0].size)
         if "window_cells" in model:
             stats["window_states"] = cells
         if fix is not None:
