@@ -35,7 +35,9 @@ def typed_tables(draw, max_jobs: int = 6, max_width: int = 3, max_types: int = 3
     # u = S k (rate S: tied with idle at λ = S) or a nearby value
     util = gpus * S + np.array([[draw(st.sampled_from([0, 0, -1, 1, -S, 3])) for _ in range(K)]
                                 for _ in range(n)], dtype=np.int64)
-    valid = np.array([[draw(st.booleans()) or o == 0 for o in range(K)] for _ in range(n)])
+    # option 0 mostly valid (a job with no option at all: idle, or infeasible where it must run)
+    valid = np.array([[draw(st.booleans()) or (o == 0 and draw(st.integers(0, 7)) > 0) for o in range(K)]
+                      for _ in range(n)])
     idle = np.array([draw(st.integers(0, 4)) > 0 for _ in range(n)])
     z = np.zeros((n, K))
     return OptionTable(

@@ -247,9 +247,9 @@ class JaxDP(Backend):
 
     def _prepare_split(self, core: OptionTable, table: OptionTable, max_cells: int) -> dict[str, Any] | None:
         """Several types: the coupled jobs' multi-type DP and one one-type DP per type (type_split); None where
-        a job has no option (the plain DP decides it)."""
+        a job that must run has no option (the plain DP decides it).  Jobs with no option idle."""
         x, groups, none = type_groups(core)
-        if none.size:
+        if not core.idle_allowed[none].all():
             return None
         xt = _clip(rows_table(core, x))
         big = too_large(xt, max_cells)
