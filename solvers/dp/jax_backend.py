@@ -259,8 +259,11 @@ class JaxDP(Backend):
             big = too_large(core, max_cells)  # (the groups' cells added: refuse as for the whole core)
         if big is not None:
             return {"skip": True, "limit": big}
-        full = np.asarray(table.capacities)  # (the table before fixing: compiled shapes stable across decisions)
-        return {"skip": False, "split": (x, groups, xt, [int(c) for c in full])}
+        # one compiled shape for every group, before and after fixing: the table's largest type and the most
+        # options of one type a job has (a little padding, far less than a compile per shape)
+        length_for = int(np.max(table.capacities))
+        per_type = [int((table.valid & (table.gpu_type == t)).sum(axis=1).max(initial=0)) for t in range(table.n_types)]
+        return {"skip": False, "split": (x, groups, xt, (length_for, max(per_type, default=1)))}
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> OptionTable:
         # the Lagrangian bound and reduced-cost fixing are part of solving (they often prove the optimum
@@ -305,12 +308,13 @@ class JaxDP(Backend):
         return model
 
     @staticmethod
-    def _arrays(table: OptionTable, length_for: int, vt: ValueType | None = None) -> dict[str, Any]:
-        """The padded arrays of the one-type kernels; ``vt`` (tests) overrides :func:`value_type`."""
+    def _arrays(table: OptionTable, length_for: int, vt: ValueType | None = None, width_for: int = 1) -> dict[str, Any]:
+        """The padded arrays of the one-type kernels; ``vt`` (tests) overrides :func:`value_type`; the width is
+        padded for at least ``width_for`` options (one compiled shape for the type split's groups)."""
         n, K = table.gpus.shape
         G = table.capacity
         plan = chunk_plan(n)
-        n_pad, width, length = sum(plan), bucket(max(K, 1), 1, 4), bucket(max(G, length_for) + 1, 8, 16)
+        n_pad, width, length = sum(plan), bucket(max(K, width_for, 1), 1, 4), bucket(max(G, length_for) + 1, 8, 16)
         gpus = np.full((n_pad, width), length, dtype=np.int64)  # invalid options shift past the pad: unreachable
         util = np.full((n_pad, width), NEG, dtype=np.int64)
         idle = np.ones(n_pad, dtype=bool)  # padding jobs stay idle
@@ -434,7 +438,7 @@ class JaxDP(Backend):
 
     def _run_split(self, model: dict[str, Any], deadline: float | None) -> Any:
         """max_p F_X(p) + Σ_t f_t(G_t - p_t) (type_split.combine), and the choice that reaches it."""
-        x, groups, xt, full = model["split"]
+        x, groups, xt, (length_for, width_for) = model["split"]
         core: OptionTable = model["core"]
         caps = np.asarray(core.capacities)
         f, backs, cells = [], [], 0
@@ -443,12 +447,12 @@ class JaxDP(Backend):
                 f.append(np.zeros(int(caps[t]) + 1, dtype=np.int64))
                 backs.append(None)
                 continue
-            sub = sub_table(core, rows, t)
-            out = self._forward(self._arrays(sub, max(full[t] if t < len(full) else 0, int(caps[t]))), deadline)
+            sub, cols = sub_table(core, rows, t)  # (its options packed left: the group's own width)
+            out = self._forward(self._arrays(sub, max(length_for, int(caps[t])), width_for=width_for), deadline)
             if out is TIMED_OUT:
                 return TIMED_OUT
             f.append(out[0])
-            backs.append(out[1])
+            backs.append((out[1], cols))
             cells += rows.size * (int(caps[t]) + 1)
         dims = tuple(int(c) + 1 for c in xt.capacities)
         if x.size:
@@ -469,7 +473,9 @@ class JaxDP(Backend):
             choice[x] = back_x(p)[: x.size]
         for t, rows in enumerate(groups):
             if backs[t] is not None:
-                choice[rows] = backs[t](int(caps[t]) - int(coord[t]))[: rows.size]
+                back, cols = backs[t]
+                c = back(int(caps[t]) - int(coord[t]))[: rows.size]
+                choice[rows] = np.where(c >= 0, cols[np.arange(rows.size), np.maximum(c, 0)], -1)
         return best, choice
 
     def run(self, model: OptionTable, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:

@@ -29,6 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from elasticopt.models.reductions import pack_options
 from elasticopt.models.table import OPTION_ARRAYS, OptionTable
 
 __all__ = ["coupled_rows", "type_groups", "rows_table", "sub_table", "restricted", "split_incumbent", "combine"]
@@ -66,40 +67,37 @@ def rows_table(table: OptionTable, rows: np.ndarray) -> OptionTable:
                    running_ids=tuple(i for i in table.running_ids if i in id_set), stats=dict(table.stats), **arrays)
 
 
-def sub_table(table: OptionTable, rows: np.ndarray, t: int, valid: np.ndarray | None = None) -> OptionTable:
-    """The one-type table of ``rows`` with their options of type ``t`` only (capacity ``G_t``).
+def sub_table(table: OptionTable, rows: np.ndarray, t: int) -> tuple[OptionTable, np.ndarray]:
+    """The one-type table of ``rows`` with their options of type ``t`` only (capacity ``G_t``), packed left.
 
-    ``valid`` (``[len(rows), K]``, optional) restricts the options further.
+    Returns (table, cols): ``cols[i, o]`` is the column in ``table`` of option o of row i (-1: none).
     """
     rows = np.asarray(rows, dtype=np.int64)
-    keep = table.valid[rows] & (table.gpu_type[rows] == t)
-    if valid is not None:
-        keep &= valid
+    keep = table.valid & (table.gpu_type == t)
+    arrays, cols = pack_options(table, keep, rows)
+    arrays["gpu_type"] = np.zeros_like(arrays["gpus"])
     ids = tuple(table.job_ids[j] for j in rows)
     id_set = set(ids)
     cap = int(table.capacities[t])
     cur = table.current_option[rows]
-    ok = (cur >= 0) & keep[np.arange(rows.size), np.maximum(cur, 0)] if table.width else cur >= 0
-    return replace(
+    new_cur = np.full(rows.size, -1, dtype=np.int64)
+    if cols.size:
+        hit = (cols == cur[:, None]) & (cur[:, None] >= 0)
+        new_cur = np.where(hit.any(axis=1), np.argmax(hit, axis=1), -1).astype(np.int64)
+    sub = replace(
         table,
         job_ids=ids,
         capacity=cap,
         capacities=np.array([cap], dtype=np.int64),
         types=(table.types[t],),
         pools=None if table.pools is None else (table.pools[t],),
-        gpus=table.gpus[rows],
-        batch=table.batch[rows],
-        utility=table.utility[rows],
-        value=table.value[rows],
-        samples_per_s=table.samples_per_s[rows],
-        valid=keep,
-        gpu_type=np.zeros((rows.size, table.width), dtype=np.int64),
-        packed=table.packed[rows],
         idle_allowed=table.idle_allowed[rows],
-        current_option=np.where(ok, cur, -1).astype(np.int64),
+        current_option=new_cur,
         running_ids=tuple(i for i in table.running_ids if i in id_set),
         stats=dict(table.stats),
+        **arrays,
     )
+    return sub, cols
 
 
 def restricted(table: OptionTable, scores: np.ndarray, max_cells: int = 50_000_000) -> OptionTable:
