@@ -42,19 +42,12 @@ from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.dp.packed import backtrack, job_step, kernel_values
 from elasticopt.solvers.dp.value_type import ARGMAX64, ValueType, value_type
 from elasticopt.solvers.dp.windowed import window_dp
-from elasticopt.solvers.common import INFEASIBLE_BELOW, MAX_CELLS, NEG, dp_outcome, state_shape, too_large
-from elasticopt.solvers.dp.type_split import combine, rows_table, sub_table, type_groups
+from elasticopt.solvers.common import MAX_CELLS, NEG, dp_outcome, state_shape, too_large
+from elasticopt.solvers.dp.type_split import clip_capacities as _clip, rows_table, split_dp, type_groups
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Reason, Status
 
 __all__ = ["JaxDP", "bucket"]
-
-
-def _decoded(vt: ValueType, F: np.ndarray) -> np.ndarray:
-    """A kernel's final row as int64 values (packed codes removed; infeasible states ``NEG``)."""
-    v = F.astype(np.int64) >> vt.shift_bits
-    return np.where(v < vt.infeasible_below, NEG, v)
-
 
 
 def bucket(x: int, minimum: int = 8, steps: int = 16) -> int:
@@ -137,17 +130,6 @@ def _timed_out(table: OptionTable, model: dict[str, Any]) -> Outcome:
     return Outcome(Status.LIMIT, choice=fix.incumbent, bound=fix.bound, stats=stats, reason=Reason.TIME_LIMIT,
                    message=(f"dp: time limit reached before the DP ended; the Lagrangian incumbent "
                             f"({fix.incumbent_value}, bound {fix.bound})"))
-
-
-def _clip(table: OptionTable) -> OptionTable:
-    """Per type, the capacity clipped to the most GPUs of that type the jobs can use (fewer DP states)."""
-    if not table.width:
-        return replace(table, capacities=np.zeros_like(table.capacities), capacity=0)
-    rows, cols = np.nonzero(table.valid)
-    most = np.zeros((table.n_jobs, table.n_types), dtype=np.int64)
-    np.maximum.at(most, (rows, table.gpu_type[rows, cols]), table.gpus[rows, cols])
-    caps = np.minimum(np.asarray(table.capacities), most.sum(axis=0))
-    return replace(table, capacities=caps, capacity=int(caps.sum()))
 
 
 @functools.lru_cache(maxsize=256)
@@ -398,7 +380,7 @@ class JaxDP(Backend):
                 s += c
                 if _past(deadline, F):
                     return TIMED_OUT
-            values = _decoded(vt, np.asarray(F))
+            values = vt.values(np.asarray(F))
 
         def back(p: int) -> np.ndarray:
             with jax.enable_x64(True):
@@ -427,7 +409,7 @@ class JaxDP(Backend):
                 s += c
                 if _past(deadline, F):
                     return TIMED_OUT
-            values = _decoded(vt, np.asarray(F))
+            values = vt.values(np.asarray(F))
 
         def back(p: int) -> np.ndarray:
             with jax.enable_x64(True):
@@ -437,45 +419,21 @@ class JaxDP(Backend):
         return values, back
 
     def _run_split(self, model: dict[str, Any], deadline: float | None) -> Any:
-        """max_p F_X(p) + Σ_t f_t(G_t - p_t) (type_split.combine), and the choice that reaches it."""
+        """The type split (:func:`~elasticopt.solvers.dp.type_split.split_dp`) on this dp's kernels."""
         x, groups, xt, (length_for, width_for) = model["split"]
-        core: OptionTable = model["core"]
-        caps = np.asarray(core.capacities)
-        f, backs, cells = [], [], 0
-        for t, rows in enumerate(groups):
-            if rows.size == 0:
-                f.append(np.zeros(int(caps[t]) + 1, dtype=np.int64))
-                backs.append(None)
-                continue
-            sub, cols = sub_table(core, rows, t)  # (its options packed left: the group's own width)
-            out = self._forward(self._arrays(sub, max(length_for, int(caps[t])), width_for=width_for), deadline)
-            if out is TIMED_OUT:
-                return TIMED_OUT
-            f.append(out[0])
-            backs.append((out[1], cols))
-            cells += rows.size * (int(caps[t]) + 1)
-        dims = tuple(int(c) + 1 for c in xt.capacities)
-        if x.size:
-            out = self._forward_multi(self._arrays_multi(xt), deadline)
-            if out is TIMED_OUT:
-                return TIMED_OUT
-            fx, back_x = out
-            cells += x.size * int(np.prod(dims))
-        else:
-            dims, fx, back_x = (1,) * core.n_types, np.zeros(1, dtype=np.int64), None
-        best, p = combine(fx, dims, caps, f, NEG)
-        model["split_cells"] = cells
-        choice = np.full(core.n_jobs, -1, dtype=np.int64)
-        if best < INFEASIBLE_BELOW:
-            return best, choice
-        coord = np.unravel_index(p, dims)
-        if back_x is not None:
-            choice[x] = back_x(p)[: x.size]
-        for t, rows in enumerate(groups):
-            if backs[t] is not None:
-                back, cols = backs[t]
-                c = back(int(caps[t]) - int(coord[t]))[: rows.size]
-                choice[rows] = np.where(c >= 0, cols[np.arange(rows.size), np.maximum(c, 0)], -1)
+
+        def one(sub: OptionTable) -> Any:
+            out = self._forward(self._arrays(sub, max(length_for, sub.capacity), width_for=width_for), deadline)
+            return None if out is TIMED_OUT else out
+
+        def multi(t: OptionTable) -> Any:
+            out = self._forward_multi(self._arrays_multi(t), deadline)
+            return None if out is TIMED_OUT else out
+
+        out = split_dp(model["core"], x, groups, xt, one, multi)
+        if out is None:
+            return TIMED_OUT
+        best, choice, model["split_cells"] = out
         return best, choice
 
     def run(self, model: OptionTable, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:

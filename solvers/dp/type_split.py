@@ -26,13 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from elasticopt.models.reductions import pack_options
 from elasticopt.models.table import OPTION_ARRAYS, OptionTable
+from elasticopt.solvers.common import INFEASIBLE_BELOW, NEG
 
-__all__ = ["coupled_rows", "type_groups", "rows_table", "sub_table", "restricted", "split_incumbent", "combine"]
+__all__ = ["coupled_rows", "type_groups", "rows_table", "sub_table", "restricted", "split_incumbent", "clip_capacities",
+           "split_dp", "combine"]
 
 
 def coupled_rows(table: OptionTable) -> np.ndarray:
@@ -152,6 +155,70 @@ def split_incumbent(table: OptionTable, scores: np.ndarray,
     if out is None or (table.gpus_by_type(out) > np.asarray(table.capacities)).any():
         return None
     return np.asarray(out, dtype=np.int64)
+
+
+def clip_capacities(table: OptionTable) -> OptionTable:
+    """Per type, the capacity clipped to the most GPUs of that type the jobs can use (fewer DP states)."""
+    if not table.width:
+        return replace(table, capacities=np.zeros_like(table.capacities), capacity=0)
+    rows, cols = np.nonzero(table.valid)
+    most = np.zeros((table.n_jobs, table.n_types), dtype=np.int64)
+    np.maximum.at(most, (rows, table.gpu_type[rows, cols]), table.gpus[rows, cols])
+    caps = np.minimum(np.asarray(table.capacities), most.sum(axis=0))
+    return replace(table, capacities=caps, capacity=int(caps.sum()))
+
+
+def split_dp(core: OptionTable, x: np.ndarray, groups: list[np.ndarray], xt: OptionTable,
+             forward1: Callable[[OptionTable], Any], forward_x: Callable[[OptionTable], Any]
+             ) -> tuple[int, np.ndarray, int] | None:
+    """The optimum of ``core`` by the split: ``max_p F_X(p) + Σ_t f_t(G_t - p_t)`` and the choice reaching it.
+
+    ``x``, ``groups``: from :func:`type_groups` (rows with no option idle);
+    ``xt``: the coupled rows' table (:func:`rows_table`, capacities clipped).
+    ``forward1(one_type_table)`` / ``forward_x(xt)``: a DP's final row of
+    values over the states (value on at most p GPUs; infeasible below
+    ``INFEASIBLE_BELOW``) and ``back(p)``, the choice per row from state p,
+    or None when the time limit passed.  Returns (best, choice per core row,
+    cells: jobs x states run), best < ``INFEASIBLE_BELOW`` where nothing
+    fits, or None on the time limit.
+    """
+    caps = np.asarray(core.capacities)
+    f, backs, cells = [], [], 0
+    for t, rows in enumerate(groups):
+        if rows.size == 0:
+            f.append(np.zeros(int(caps[t]) + 1, dtype=np.int64))
+            backs.append(None)
+            continue
+        sub, cols = sub_table(core, rows, t)  # (its options packed left: the group's own width)
+        out = forward1(sub)
+        if out is None:
+            return None
+        f.append(out[0])
+        backs.append((out[1], cols))
+        cells += rows.size * (int(caps[t]) + 1)
+    dims = tuple(int(c) + 1 for c in xt.capacities)
+    back_x = None
+    if x.size:
+        out = forward_x(xt)
+        if out is None:
+            return None
+        fx, back_x = out
+        cells += x.size * int(np.prod(dims))
+    else:
+        dims, fx = (1,) * core.n_types, np.zeros(1, dtype=np.int64)
+    best, p = combine(fx, dims, caps, f, NEG)
+    choice = np.full(core.n_jobs, -1, dtype=np.int64)
+    if best < INFEASIBLE_BELOW:
+        return best, choice, cells
+    coord = np.unravel_index(p, dims)
+    if back_x is not None:
+        choice[x] = back_x(p)[: x.size]
+    for t, rows in enumerate(groups):
+        if backs[t] is not None:
+            back, cols = backs[t]
+            c = back(int(caps[t]) - int(coord[t]))[: rows.size]
+            choice[rows] = np.where(c >= 0, cols[np.arange(rows.size), np.maximum(c, 0)], -1)
+    return best, choice, cells
 
 
 def combine(fx: np.ndarray, dims: tuple[int, ...], caps: np.ndarray, f: list[np.ndarray], neg: int) -> tuple[int, int]:
