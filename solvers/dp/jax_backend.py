@@ -202,6 +202,10 @@ def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype:
     return jax.jit(fwd), jax.jit(bwd)
 
 
+#: The restricted table of the several-types incumbent is solved without fixing up to this many jobs x states.
+INNER_PLAIN_CELLS = 1 << 24
+
+
 @register
 class JaxDP(Backend):
     """The DP as one compiled jax kernel per shape bucket."""
@@ -219,7 +223,12 @@ class JaxDP(Backend):
     default_options = {"fixing": True, "window": True, "split": True, "max_cells": MAX_CELLS}
 
     def _solve_inner(self, table: OptionTable, options: Mapping[str, Any], deadline: float | None) -> np.ndarray | None:
-        """The dp's optimal choice per row of ``table`` (no incumbent of the restricted table), None if none."""
+        """The dp's optimal choice per row of ``table`` (no incumbent of the restricted table), None if none.
+
+        Where the one-type DPs over every job are small (<= :data:`INNER_PLAIN_CELLS` jobs x states) they run
+        without fixing: cheaper than a second Lagrangian search."""
+        small = table.n_jobs * (int(np.max(table.capacities, initial=0)) + 1) <= INNER_PLAIN_CELLS
+        options = {**options, "fixing": options["fixing"] and not small}
         prepared = self._prepare(table, options, deadline, inner=True)
         raw = self._run(prepared, deadline)
         if raw is TIMED_OUT:
