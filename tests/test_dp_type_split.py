@@ -214,3 +214,21 @@ def test_hetero_1000_jobs_equals_milp_with_a_small_coupled_part():
     ref = solve(problem, "milp")
     assert dp.status is Status.OPTIMAL is ref.status and dp.objective == ref.objective
     assert verify(problem, dp).ok
+
+
+def test_hetero_10000_jobs_time_limit_and_optimum():
+    """n=10,000 (the plain multi-type DP refused 9,265 jobs x 3.47e7 states): under a tiny limit the answer is
+    LIMIT/time_limit with the Lagrangian incumbent (never state_space); without one, OPTIMAL with a small
+    coupled part, within the Lagrangian bound."""
+    from elasticopt.solvers import Reason
+
+    problem = generate_instance("hetero", 10_000, 1024, 0)
+    limited = solve(problem, "dp", time_limit_s=0.01)
+    assert limited.status in (Status.LIMIT, Status.OPTIMAL)
+    if limited.status is Status.LIMIT:
+        assert limited.reason is Reason.TIME_LIMIT and limited.objective is not None
+    assert verify(problem, limited).ok
+    dp = solve(problem, "dp")
+    assert dp.status is Status.OPTIMAL and verify(problem, dp).ok
+    assert dp.stats["coupled_jobs"] < 200 and dp.objective <= dp.stats["lagrangian_bound"]
+    assert dp.objective >= limited.objective

@@ -274,6 +274,8 @@ class JaxDP(Backend):
         # the greedy incumbent already meets the Lagrangian bound: it is optimal, no DP needed
         if fix is not None and fix.incumbent_value >= fix.bound:
             return {"fix": fix, "core": core, "skip": True}
+        if deadline is not None and time.perf_counter() > deadline:  # (fixing's incumbent solve took the time)
+            return {"fix": fix, "core": core, "skip": False, "timed_out": True}
         if table.n_types > 1:
             if options["split"]:
                 split = self._prepare_split(core, table, int(options["max_cells"]))
@@ -455,6 +457,8 @@ class JaxDP(Backend):
     def _run(self, model: dict[str, Any], deadline: float | None = None) -> Any:
         if model["skip"]:
             return model.get("limit")
+        if model.get("timed_out"):
+            return TIMED_OUT
         if model.get("split"):
             return self._run_split(model, deadline)
         if model.get("window"):
