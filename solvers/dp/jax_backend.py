@@ -86,6 +86,10 @@ def chunk_plan(n: int) -> list[int]:
     return plan or [small]
 
 
+#: The type split's groups are padded to whole chunks of ``CHUNKS[0]`` jobs where one costs at most this many
+#: max-plus operations (~10 ms): one compiled kernel pair instead of one per chunk size.
+ONE_CHUNK_OPS = 1 << 24
+
 #: Under a time limit, a chunk does at most about this many max-plus operations (~50 ms) between two looks at
 #: the clock, down to the smallest chunk.
 CLOCK_OPS = 1 << 26
@@ -301,13 +305,19 @@ class JaxDP(Backend):
         return model
 
     @staticmethod
-    def _arrays(table: OptionTable, length_for: int, vt: ValueType | None = None, width_for: int = 1) -> dict[str, Any]:
+    def _arrays(table: OptionTable, length_for: int, vt: ValueType | None = None, width_for: int = 1,
+                one_chunk: bool = False) -> dict[str, Any]:
         """The padded arrays of the one-type kernels; ``vt`` (tests) overrides :func:`value_type`; the width is
-        padded for at least ``width_for`` options (one compiled shape for the type split's groups)."""
+        padded for at least ``width_for`` options, and with ``one_chunk`` the jobs to whole chunks of the largest
+        size where such a chunk is at most :data:`ONE_CHUNK_OPS` (one compiled shape for the type split's
+        groups: fewer compiles than the padding costs)."""
         n, K = table.gpus.shape
         G = table.capacity
-        plan = chunk_plan(n)
-        n_pad, width, length = sum(plan), bucket(max(K, width_for, 1), 1, 4), bucket(max(G, length_for) + 1, 8, 16)
+        width, length = bucket(max(K, width_for, 1), 1, 4), bucket(max(G, length_for) + 1, 8, 16)
+        big = CHUNKS[0]
+        one_chunk = one_chunk and big * width * length <= ONE_CHUNK_OPS
+        plan = [big] * max(1, -(-n // big)) if one_chunk else chunk_plan(n)
+        n_pad = sum(plan)
         gpus = np.full((n_pad, width), length, dtype=np.int64)  # invalid options shift past the pad: unreachable
         util = np.full((n_pad, width), NEG, dtype=np.int64)
         idle = np.ones(n_pad, dtype=bool)  # padding jobs stay idle
@@ -316,21 +326,24 @@ class JaxDP(Backend):
         util[:n, :K] = np.where(valid, table.utility, NEG)
         idle[:n] = table.idle_allowed
         arg_dtype = "int8" if width <= 127 else "int16"
-        vt = vt or value_type(table.utility, table.gpus, valid, table.idle_allowed, length - 1, width)
+        vt = vt or value_type(table.utility, table.gpus, valid, table.idle_allowed, length - 1, width,
+                              ("int64",) if one_chunk else ("int32", "int64"))  # (one_chunk: one value type too)
         util, gpus = kernel_values(util, vt, (gpus,))  # invalid options: the pad (shift = length) plus -inf
         return {"gpus": gpus, "util": util, "idle": idle, "G": G, "plan": plan, "width": width,
                 "length": length, "dtype": arg_dtype, "value_type": vt}
 
     @staticmethod
-    def _arrays_multi(table: OptionTable, vt: ValueType | None = None) -> dict[str, Any]:
-        """The padded arrays of the multi-type kernels; ``vt`` (tests) overrides :func:`value_type`."""
+    def _arrays_multi(table: OptionTable, vt: ValueType | None = None, small_chunks: bool = False) -> dict[str, Any]:
+        """The padded arrays of the multi-type kernels; ``vt`` (tests) overrides :func:`value_type`;
+        ``small_chunks``: the jobs in chunks of the smallest size only (the type split's coupled jobs: one
+        compiled kernel pair per state count and width)."""
         n, K = table.gpus.shape
         dims = [int(c) + 1 for c in table.capacities]
         strides = np.ones(len(dims), dtype=np.int64)
         for t in range(len(dims) - 2, -1, -1):
             strides[t] = strides[t + 1] * dims[t + 1]
         S = int(np.prod(dims))
-        plan = chunk_plan(n)
+        plan = [CHUNKS[-1]] * max(1, -(-n // CHUNKS[-1])) if small_chunks else chunk_plan(n)
         # powers of two for the state count and the width (padding < 2x each): the state count changes with
         # every decision's capacities and each new shape is a kernel compile (~0.1-0.3 s), far more than
         # the padded states and options cost
@@ -434,11 +447,12 @@ class JaxDP(Backend):
         x, groups, xt, (length_for, width_for) = model["split"]
 
         def one(sub: OptionTable) -> Any:
-            out = self._forward(self._arrays(sub, max(length_for, sub.capacity), width_for=width_for), deadline)
+            out = self._forward(self._arrays(sub, max(length_for, sub.capacity), width_for=width_for, one_chunk=True),
+                                deadline)
             return None if out is TIMED_OUT else out
 
         def multi(t: OptionTable) -> Any:
-            out = self._forward_multi(self._arrays_multi(t), deadline)
+            out = self._forward_multi(self._arrays_multi(t, small_chunks=True), deadline)
             return None if out is TIMED_OUT else out
 
         out = split_dp(model["core"], x, groups, xt, one, multi)
