@@ -43,11 +43,11 @@ from elasticopt.solvers.dp.packed import backtrack, job_step, kernel_values
 from elasticopt.solvers.dp.value_type import ARGMAX64, ValueType, value_type
 from elasticopt.solvers.dp.windowed import window_dp
 from elasticopt.solvers.common import MAX_CELLS, NEG, dp_outcome, state_shape, too_large
+from elasticopt.solvers.dp.type_split import clip_capacities as _clip, rows_table, split_dp, type_groups
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Reason, Status
 
 __all__ = ["JaxDP", "bucket"]
-
 
 
 def bucket(x: int, minimum: int = 8, steps: int = 16) -> int:
@@ -85,6 +85,10 @@ def chunk_plan(n: int) -> list[int]:
     plan += [small] * (-(-rest // small))
     return plan or [small]
 
+
+#: The type split's groups are padded to whole chunks of ``CHUNKS[0]`` jobs where one costs at most this many
+#: max-plus operations (~10 ms): one compiled kernel pair instead of one per chunk size.
+ONE_CHUNK_OPS = 1 << 24
 
 #: Under a time limit, a chunk does at most about this many max-plus operations (~50 ms) between two looks at
 #: the clock, down to the smallest chunk.
@@ -130,17 +134,6 @@ def _timed_out(table: OptionTable, model: dict[str, Any]) -> Outcome:
     return Outcome(Status.LIMIT, choice=fix.incumbent, bound=fix.bound, stats=stats, reason=Reason.TIME_LIMIT,
                    message=(f"dp: time limit reached before the DP ended; the Lagrangian incumbent "
                             f"({fix.incumbent_value}, bound {fix.bound})"))
-
-
-def _clip(table: OptionTable) -> OptionTable:
-    """Per type, the capacity clipped to the most GPUs of that type the jobs can use (fewer DP states)."""
-    if not table.width:
-        return replace(table, capacities=np.zeros_like(table.capacities), capacity=0)
-    rows, cols = np.nonzero(table.valid)
-    most = np.zeros((table.n_jobs, table.n_types), dtype=np.int64)
-    np.maximum.at(most, (rows, table.gpu_type[rows, cols]), table.gpus[rows, cols])
-    caps = np.minimum(np.asarray(table.capacities), most.sum(axis=0))
-    return replace(table, capacities=caps, capacity=int(caps.sum()))
 
 
 @functools.lru_cache(maxsize=256)
@@ -213,6 +206,10 @@ def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype:
     return jax.jit(fwd), jax.jit(bwd)
 
 
+#: The restricted table of the several-types incumbent is solved without fixing up to this many jobs x states.
+INNER_PLAIN_CELLS = 1 << 24
+
+
 @register
 class JaxDP(Backend):
     """The DP as one compiled jax kernel per shape bucket."""
@@ -227,24 +224,68 @@ class JaxDP(Backend):
     capabilities = Capabilities(gpu_types=True, placement="checked", time_limit=True, incumbent=True,
                                 warm_start=False)
 
-    default_options = {"fixing": True, "window": True, "max_cells": MAX_CELLS}
+    default_options = {"fixing": True, "window": True, "split": True, "max_cells": MAX_CELLS}
+
+    def _solve_inner(self, table: OptionTable, options: Mapping[str, Any], deadline: float | None) -> np.ndarray | None:
+        """The dp's optimal choice per row of ``table`` (no incumbent of the restricted table), None if none.
+
+        Where the one-type DPs over every job are small (<= :data:`INNER_PLAIN_CELLS` jobs x states) they run
+        without fixing: cheaper than a second Lagrangian search."""
+        small = table.n_jobs * (int(np.max(table.capacities, initial=0)) + 1) <= INNER_PLAIN_CELLS
+        options = {**options, "fixing": options["fixing"] and not small}
+        prepared = self._prepare(table, options, deadline, inner=True)
+        raw = self._run(prepared, deadline)
+        if raw is TIMED_OUT:
+            return None
+        out = self.extract(table, prepared, (prepared, raw))
+        return None if out.status is not Status.OPTIMAL or out.choice is None else np.asarray(out.choice)
+
+    def _prepare_split(self, core: OptionTable, table: OptionTable, max_cells: int) -> dict[str, Any] | None:
+        """Several types: the coupled jobs' multi-type DP and one one-type DP per type (type_split); None where
+        a job that must run has no option (the plain DP decides it).  Jobs with no option idle."""
+        x, groups, none = type_groups(core)
+        if not core.idle_allowed[none].all():
+            return None
+        xt = _clip(rows_table(core, x))
+        big = too_large(xt, max_cells)
+        caps = np.asarray(core.capacities)
+        cells = sum(g.size * (int(c) + 1) for g, c in zip(groups, caps))
+        if big is None and cells + x.size * int(np.prod(state_shape(xt), dtype=np.float64)) > max_cells:
+            big = too_large(core, max_cells)  # (the groups' cells added: refuse as for the whole core)
+        if big is not None:
+            return {"skip": True, "limit": big}
+        # one compiled shape for every group, before and after fixing: the table's largest type and the most
+        # options of one type a job has (a little padding, far less than a compile per shape)
+        length_for = int(np.max(table.capacities))
+        per_type = [int((table.valid & (table.gpu_type == t)).sum(axis=1).max(initial=0)) for t in range(table.n_types)]
+        return {"skip": False, "split": (x, groups, xt, (length_for, max(per_type, default=1)))}
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> OptionTable:
         # the Lagrangian bound and reduced-cost fixing are part of solving (they often prove the optimum
         # alone): they run in run(), so that the solve time reports them
         return table
 
-    def _prepare(self, table: OptionTable, options: Mapping[str, Any]) -> dict[str, Any]:
+    def _prepare(self, table: OptionTable, options: Mapping[str, Any], deadline: float | None = None,
+                 inner: bool = False) -> dict[str, Any]:
         if options["fixing"] and table.n_jobs:  # several types: the bound alone often proves the optimum
             proof = quick_proof_multi(table)
             if proof is not None:
                 return {"proof": proof, "skip": True}
-        fix = reduced_cost_fixing(table, quick=False) if options["fixing"] and table.n_jobs else None
+        # several types: the restricted table's optimum as the incumbent (solved by this dp, without that step)
+        solve = None if inner else functools.partial(self._solve_inner, options=options, deadline=deadline)
+        fix = reduced_cost_fixing(table, quick=False, solve=solve) if options["fixing"] and table.n_jobs else None
         core = fix.core if fix is not None else table
         # the greedy incumbent already meets the Lagrangian bound: it is optimal, no DP needed
         if fix is not None and fix.incumbent_value >= fix.bound:
             return {"fix": fix, "core": core, "skip": True}
+        if deadline is not None and time.perf_counter() > deadline:  # (fixing's incumbent solve took the time)
+            return {"fix": fix, "core": core, "skip": False, "timed_out": True}
         if table.n_types > 1:
+            if options["split"]:
+                split = self._prepare_split(core, table, int(options["max_cells"]))
+                if split is not None:
+                    split.update(fix=fix, core=core)
+                    return split
             core = _clip(core)
             big = too_large(core, int(options["max_cells"]))
             if big is not None:
@@ -264,12 +305,19 @@ class JaxDP(Backend):
         return model
 
     @staticmethod
-    def _arrays(table: OptionTable, length_for: int, vt: ValueType | None = None) -> dict[str, Any]:
-        """The padded arrays of the one-type kernels; ``vt`` (tests) overrides :func:`value_type`."""
+    def _arrays(table: OptionTable, length_for: int, vt: ValueType | None = None, width_for: int = 1,
+                one_chunk: bool = False) -> dict[str, Any]:
+        """The padded arrays of the one-type kernels; ``vt`` (tests) overrides :func:`value_type`; the width is
+        padded for at least ``width_for`` options, and with ``one_chunk`` the jobs to whole chunks of the largest
+        size where such a chunk is at most :data:`ONE_CHUNK_OPS` (one compiled shape for the type split's
+        groups: fewer compiles than the padding costs)."""
         n, K = table.gpus.shape
         G = table.capacity
-        plan = chunk_plan(n)
-        n_pad, width, length = sum(plan), bucket(max(K, 1), 1, 4), bucket(max(G, length_for) + 1, 8, 16)
+        width, length = bucket(max(K, width_for, 1), 1, 4), bucket(max(G, length_for) + 1, 8, 16)
+        big = CHUNKS[0]
+        one_chunk = one_chunk and big * width * length <= ONE_CHUNK_OPS
+        plan = [big] * max(1, -(-n // big)) if one_chunk else chunk_plan(n)
+        n_pad = sum(plan)
         gpus = np.full((n_pad, width), length, dtype=np.int64)  # invalid options shift past the pad: unreachable
         util = np.full((n_pad, width), NEG, dtype=np.int64)
         idle = np.ones(n_pad, dtype=bool)  # padding jobs stay idle
@@ -278,21 +326,24 @@ class JaxDP(Backend):
         util[:n, :K] = np.where(valid, table.utility, NEG)
         idle[:n] = table.idle_allowed
         arg_dtype = "int8" if width <= 127 else "int16"
-        vt = vt or value_type(table.utility, table.gpus, valid, table.idle_allowed, length - 1, width)
+        vt = vt or value_type(table.utility, table.gpus, valid, table.idle_allowed, length - 1, width,
+                              ("int64",) if one_chunk else ("int32", "int64"))  # (one_chunk: one value type too)
         util, gpus = kernel_values(util, vt, (gpus,))  # invalid options: the pad (shift = length) plus -inf
         return {"gpus": gpus, "util": util, "idle": idle, "G": G, "plan": plan, "width": width,
                 "length": length, "dtype": arg_dtype, "value_type": vt}
 
     @staticmethod
-    def _arrays_multi(table: OptionTable, vt: ValueType | None = None) -> dict[str, Any]:
-        """The padded arrays of the multi-type kernels; ``vt`` (tests) overrides :func:`value_type`."""
+    def _arrays_multi(table: OptionTable, vt: ValueType | None = None, small_chunks: bool = False) -> dict[str, Any]:
+        """The padded arrays of the multi-type kernels; ``vt`` (tests) overrides :func:`value_type`;
+        ``small_chunks``: the jobs in chunks of the smallest size only (the type split's coupled jobs: one
+        compiled kernel pair per state count and width)."""
         n, K = table.gpus.shape
         dims = [int(c) + 1 for c in table.capacities]
         strides = np.ones(len(dims), dtype=np.int64)
         for t in range(len(dims) - 2, -1, -1):
             strides[t] = strides[t + 1] * dims[t + 1]
         S = int(np.prod(dims))
-        plan = chunk_plan(n)
+        plan = [CHUNKS[-1]] * max(1, -(-n // CHUNKS[-1])) if small_chunks else chunk_plan(n)
         # powers of two for the state count and the width (padding < 2x each): the state count changes with
         # every decision's capacities and each new shape is a kernel compile (~0.1-0.3 s), far more than
         # the padded states and options cost
@@ -323,13 +374,22 @@ class JaxDP(Backend):
                 "n_types": len(dims), "value_type": vt}
 
     def _run_multi(self, model: dict[str, Any], deadline: float | None = None) -> Any:
+        fwd = self._forward_multi(model, deadline)
+        if fwd is TIMED_OUT:
+            return TIMED_OUT
+        values, back = fwd
+        return int(values[model["top"]]), back(model["top"])
+
+    def _forward_multi(self, model: dict[str, Any], deadline: float | None = None) -> Any:
+        """The multi-type forward scan: (F over the flat states, decoded; ``back(p)``: the choice from state p)."""
         import jax
-        import jax.numpy as jnp
 
         width, length, dtype, T = model["width"], model["length"], model["dtype"], model["n_types"]
         shift, kk, ty, util, idle = model["shift"], model["k"], model["ty"], model["util"], model["idle"]
         vt = model["value_type"]
         with jax.enable_x64(True):
+            import jax.numpy as jnp
+
             coords = jnp.asarray(model["coords"])
             F = jnp.zeros(length, dtype=vt.numpy)
             starts, args = [], []
@@ -344,38 +404,17 @@ class JaxDP(Backend):
                 s += c
                 if _past(deadline, F):
                     return TIMED_OUT
-            best = vt.best(int(F[model["top"]]))
-            choice = backtrack(vt, plan, starts, args, tail, shift, model["top"],
-                               lambda c: _kernels_multi(c, width, length, T, dtype, vt)[1])
-        return best, choice
+            values = vt.values(np.asarray(F))
 
-    def run(self, model: OptionTable, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
-        deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
-        prepared = self._prepare(model, options)
-        if deadline is not None and not prepared["skip"] and time.perf_counter() > deadline:
-            return prepared, TIMED_OUT
-        return prepared, self._run(prepared, deadline)
+        def back(p: int) -> np.ndarray:
+            with jax.enable_x64(True):
+                return backtrack(vt, plan, starts, args, tail, shift, p,
+                                 lambda c: _kernels_multi(c, width, length, T, dtype, vt)[1])
 
-    def _run(self, model: dict[str, Any], deadline: float | None = None) -> Any:
-        if model["skip"]:
-            return model.get("limit")
-        if model.get("window"):
-            num, den, beat, max_cells = model["window"]
-            core = model["core"]
-            # cells past a quarter of the plain DP's would not pay: fall back to it
-            limit = min(max_cells, core.n_jobs * (core.width + 1) * (core.capacity + 1) // 4)
-            status, best, choice, cells = window_dp(core, num, den, beat, limit, deadline)
-            model["window_cells"] = cells
-            if status == "time":
-                return TIMED_OUT
-            if status == "none":
-                return None  # no allocation beats the incumbent: it is optimal
-            if status == "found":
-                return best, choice
-            model.update(self._arrays(core, model["length_for"]))  # "skip": the plain DP
-            model["window_cells"] = None
-        if model.get("multi"):
-            return self._run_multi(model, deadline)
+        return values, back
+
+    def _forward(self, model: dict[str, Any], deadline: float | None = None) -> Any:
+        """The one-type forward scan: (F[0..length), decoded; ``back(p)``: the choice from state p)."""
         import jax
         import jax.numpy as jnp
 
@@ -394,10 +433,70 @@ class JaxDP(Backend):
                 s += c
                 if _past(deadline, F):
                     return TIMED_OUT
-            best = vt.best(int(F[model["G"]]))
-            choice = backtrack(vt, plan, starts, args, tail, gpus, model["G"],
-                               lambda c: _kernels(c, width, length, dtype, vt)[1])
+            values = vt.values(np.asarray(F))
+
+        def back(p: int) -> np.ndarray:
+            with jax.enable_x64(True):
+                return backtrack(vt, plan, starts, args, tail, gpus, p,
+                                 lambda c: _kernels(c, width, length, dtype, vt)[1])
+
+        return values, back
+
+    def _run_split(self, model: dict[str, Any], deadline: float | None) -> Any:
+        """The type split (:func:`~elasticopt.solvers.dp.type_split.split_dp`) on this dp's kernels."""
+        x, groups, xt, (length_for, width_for) = model["split"]
+
+        def one(sub: OptionTable) -> Any:
+            out = self._forward(self._arrays(sub, max(length_for, sub.capacity), width_for=width_for, one_chunk=True),
+                                deadline)
+            return None if out is TIMED_OUT else out
+
+        def multi(t: OptionTable) -> Any:
+            out = self._forward_multi(self._arrays_multi(t, small_chunks=True), deadline)
+            return None if out is TIMED_OUT else out
+
+        out = split_dp(model["core"], x, groups, xt, one, multi)
+        if out is None:
+            return TIMED_OUT
+        best, choice, model["split_cells"] = out
         return best, choice
+
+    def run(self, model: OptionTable, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
+        deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+        prepared = self._prepare(model, options, deadline)
+        if deadline is not None and not prepared["skip"] and time.perf_counter() > deadline:
+            return prepared, TIMED_OUT
+        return prepared, self._run(prepared, deadline)
+
+    def _run(self, model: dict[str, Any], deadline: float | None = None) -> Any:
+        if model["skip"]:
+            return model.get("limit")
+        if model.get("timed_out"):
+            return TIMED_OUT
+        if model.get("split"):
+            return self._run_split(model, deadline)
+        if model.get("window"):
+            num, den, beat, max_cells = model["window"]
+            core = model["core"]
+            # cells past a quarter of the plain DP's would not pay: fall back to it
+            limit = min(max_cells, core.n_jobs * (core.width + 1) * (core.capacity + 1) // 4)
+            status, best, choice, cells = window_dp(core, num, den, beat, limit, deadline)
+            model["window_cells"] = cells
+            if status == "time":
+                return TIMED_OUT
+            if status == "none":
+                return None  # no allocation beats the incumbent: it is optimal
+            if status == "found":
+                return best, choice
+            model.update(self._arrays(core, model["length_for"]))  # "skip": the plain DP
+            model["window_cells"] = None
+        if model.get("multi"):
+            return self._run_multi(model, deadline)
+        fwd = self._forward(model, deadline)
+        if fwd is TIMED_OUT:
+            return TIMED_OUT
+        values, back = fwd
+        return int(values[model["G"]]), back(model["G"])
 
     def extract(self, table: OptionTable, model: OptionTable, raw: Any) -> Outcome:
         model, raw = raw  # the prepared arrays (fixing included) and the DP's result
@@ -417,7 +516,11 @@ class JaxDP(Backend):
         cells = model.get("window_cells")
         if cells is not None:  # the windowed DP: its states times the options that read them
             ops = int(cells) * max(core.width, 1)
+        if model.get("split_cells") is not None:  # the split DP: its jobs times their states, times the options
+            ops = int(model["split_cells"]) * max(core.width, 1)
         stats: dict[str, Any] = {"operations": ops, "dp_jobs": core.n_jobs, "dp_capacity": core.capacity}
+        if model.get("split"):
+            stats["coupled_jobs"] = int(model["split"][0].size)
         if "window_cells" in model:
             stats["window_states"] = cells
         if fix is not None:

@@ -104,8 +104,9 @@ def fits(table: OptionTable, choice: np.ndarray) -> bool:
 def _multi_bound(table: OptionTable, lag: "LagArrays", sweeps: int = 4, iterations: int = 40) -> tuple[float, np.ndarray, np.ndarray]:
     """Coordinate descent on L(λ) over the per-type multipliers (several GPU types).
 
-    Each coordinate λ_t is minimised with the others fixed by bisection on the
-    slope G_t - K_t(λ) (K_t: GPUs of type t the Lagrangian choice takes).
+    Each coordinate λ_t is minimised with the others fixed by cutting planes
+    (:func:`_line_min`) on the slope G_t - K_t(λ) (K_t: GPUs of type t the
+    Lagrangian choice takes); bisection before: 40 evaluations per coordinate.
 
     Returns
     -------
@@ -131,21 +132,13 @@ def _multi_bound(table: OptionTable, lag: "LagArrays", sweeps: int = 4, iteratio
             if k0 <= caps[t] and lam[t] == 0.0:
                 continue  # slope >= 0 at 0: λ_t = 0 is optimal for this coordinate
             lo, hi = (lam[t], top) if k0 > caps[t] else (0.0, lam[t])
-            for _ in range(iterations):
-                mid = 0.5 * (lo + hi)
-                if not lo < mid < hi:
-                    break
-                _, _, um = kt(mid)
-                if um[t] > caps[t]:
-                    lo = mid
-                else:
-                    hi = mid
-            v, c, uc = kt(hi)
+            x, v, hi, c, uc = _line_min(kt, lo, hi, caps[t], t, iterations)
             if v < best_v - 1e-12 * max(1.0, abs(best_v)):
                 moved = True
-            lam[t] = hi
             if v < best_v:
                 best_v, best_lam = v, lam.copy()
+                best_lam[t] = x
+            lam[t] = hi
             if (uc <= caps).all():
                 fit_ch = c
         if not moved:
@@ -153,7 +146,51 @@ def _multi_bound(table: OptionTable, lag: "LagArrays", sweeps: int = 4, iteratio
     v, c, uc = lag.value_by_type(best_lam)
     if (uc <= caps).all():
         fit_ch = c
+    elif fit_ch is None:  # every coordinate at the right end of its search: the choice fits each type there
+        _, c2, u2 = lag.value_by_type(lam)
+        if (u2 <= caps).all():
+            fit_ch = c2
     return best_v, best_lam, (fit_ch if fit_ch is not None else c)
+
+
+def _line_min(kt, lo: float, hi: float, cap: float, t: int, iterations: int):
+    """Minimise L along coordinate t over [lo, hi] by cutting planes (``kt(x)`` -> L, choice, GPUs per type).
+
+    L is convex and piecewise linear in λ_t with subgradient ``cap - used_t`` at every point; the lines at
+    ``lo`` (slope < 0) and ``hi`` (slope >= 0) meet at x, and where L(x) equals them x is a minimiser.
+    Returns (λ_t, L) of the best point tried, and the smallest λ_t tried whose choice fits type t (``hi``:
+    where a minimiser's tie-broken choice overfills, a point 1e-12 relative to its right), its choice and
+    GPUs: the coordinate descent moves there, as it did to the end of its bisection before.
+    """
+    v_lo, _, u_lo = kt(lo)
+    v_hi, c_hi, u_hi = kt(hi)
+    s_lo, s_hi = cap - u_lo[t], cap - u_hi[t]
+    x_best, v_best = (hi, v_hi) if v_hi <= v_lo else (lo, v_lo)
+    for _ in range(iterations):
+        if s_lo >= 0 or s_hi < 0:
+            break  # lo is a minimiser, or even hi overfills (the end is the best there is)
+        x = (v_hi - v_lo + s_lo * lo - s_hi * hi) / (s_lo - s_hi)
+        if not lo < x < hi:
+            x = 0.5 * (lo + hi)
+            if not lo < x < hi:
+                break
+        v, c, u = kt(x)
+        if v < v_best:
+            x_best, v_best = x, v
+        cut = v_lo + s_lo * (x - lo)  # both lines' value at x
+        touch = v <= cut + 1e-12 * max(1.0, abs(cut))
+        if touch and cap - u[t] < 0:  # a minimiser whose tie-broken choice overfills: just right of it
+            x = x + 1e-12 * max(1.0, abs(x))
+            if not x < hi:
+                break
+            v, c, u = kt(x)
+        if cap - u[t] >= 0:
+            hi, v_hi, c_hi, u_hi, s_hi = x, v, c, u, cap - u[t]
+        else:
+            lo, v_lo, s_lo = x, v, cap - u[t]
+        if touch:
+            break  # L touches its lower envelope: x minimises L on [lo, hi]
+    return x_best, v_best, hi, c_hi, u_hi
 
 
 def lagrangian_bound(

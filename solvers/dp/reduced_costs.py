@@ -10,12 +10,14 @@ fixed: the incumbent is optimal without a DP.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from elasticopt.solvers.dp.lagrangian_bound import LagArrays, fits, improve, lagrangian_bound, margin_of, tie_rounding
 from elasticopt.solvers.dp.integer_bound import exact_bound, fill_slack
+from elasticopt.solvers.dp.type_split import split_incumbent
 from elasticopt.models.reductions import pack_options
 from elasticopt.models.table import OPTION_ARRAYS, OptionTable
 
@@ -139,12 +141,16 @@ def _quick_proof_multi(table: OptionTable) -> Fixing | None:
     return _all_fixed(table, proof.bound, proof.choice, proof.value, proof.left, proof.options_removed)
 
 
-def reduced_cost_fixing(table: OptionTable, quick: bool = True) -> Fixing | None:
+def reduced_cost_fixing(table: OptionTable, quick: bool = True,
+                        solve: Callable[[OptionTable], np.ndarray | None] | None = None) -> Fixing | None:
     """Remove options that cannot beat a greedy incumbent; fix decided jobs.
 
     Returns None if the table is infeasible (the Lagrangian choice at any λ
     does not fit), leaving infeasibility to the DP.  ``quick=False`` skips
-    :func:`quick_proof_multi` (the caller tried it already).
+    :func:`quick_proof_multi` (the caller tried it already).  ``solve``
+    (several types): a solver of the restricted table of
+    :func:`~elasticopt.solvers.dp.type_split.split_incumbent` (each job on
+    the type of its best Lagrangian score), for a stronger incumbent.
     """
     proof = _quick_proof_multi(table) if quick else None
     if proof is not None:  # (the proof fails where a job that must run has no option)
@@ -184,6 +190,12 @@ def reduced_cost_fixing(table: OptionTable, quick: bool = True) -> Fixing | None
                 f_val, _ = table.objective_of(filled)
                 if f_val > inc_val and fits(table, filled):
                     inc, inc_val = filled, f_val
+        if inc_val < bound and lag.multi and solve is not None:  # each job on its best type, solved exactly
+            split = split_incumbent(table, exact.scores, solve)
+            if split is not None and fits(table, split):
+                s_val, _ = table.objective_of(split)
+                if s_val > inc_val:
+                    inc, inc_val = split, s_val
         if inc_val >= bound:
             return _all_fixed(table, bound, inc, int(inc_val))
         keep, idle_keep = exact.keep(table, int(inc_val))

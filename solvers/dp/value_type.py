@@ -64,6 +64,11 @@ class ValueType:
         """The numpy integer type."""
         return np.int32 if self.dtype == "int32" else np.int64
 
+    def values(self, row: np.ndarray) -> np.ndarray:
+        """A kernel's final row as int64 values (codes removed; infeasible states ``NEG``)."""
+        v = row.astype(np.int64) >> self.shift_bits
+        return np.where(v < self.infeasible_below, NEG, v)
+
     def best(self, value: int) -> int:
         """The DP's optimum from a kernel's final state (unpacked; an infeasible value becomes ``NEG``)."""
         value >>= self.shift_bits
