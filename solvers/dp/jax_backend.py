@@ -114,6 +114,22 @@ def timed_plan(plan: list[int], ops_per_job: int, deadline: float | None) -> lis
 TIMED_OUT = object()
 
 
+def _scan(plan: list[int], F: Any, step: Any, deadline: float | None) -> Any:
+    """Run the forward scan chunk by chunk: ``step(c, s, F) -> (F, argmax rows, tail)`` for the c jobs from
+    row s; returns (F, chunk starts, argmax rows per chunk, last tail), or TIMED_OUT past the deadline."""
+    starts: list[int] = []
+    args: list[Any] = []
+    tail, s = None, 0
+    for c in plan:
+        F, a, tail = step(c, s, F)
+        starts.append(s)
+        args.append(a)
+        s += c
+        if _past(deadline, F):
+            return TIMED_OUT
+    return F, starts, args, tail
+
+
 def _past(deadline: float | None, F: Any) -> bool:
     """Whether the clock passed ``deadline`` once the chunk that made ``F`` has run (jax runs asynchronously)."""
     if deadline is None:
@@ -392,18 +408,17 @@ class JaxDP(Backend):
 
             coords = jnp.asarray(model["coords"])
             F = jnp.zeros(length, dtype=vt.numpy)
-            starts, args = [], []
-            s = 0
             plan = timed_plan(model["plan"], width * length, deadline)
-            for c in plan:
-                fwd, _ = _kernels_multi(c, width, length, T, dtype, vt)
+
+            def step(c: int, s: int, F: Any) -> Any:
                 sl = slice(s, s + c)
-                F, a, tail = fwd(F, coords, shift[sl], kk[sl], ty[sl], util[sl], idle[sl])
-                starts.append(s)
-                args.append(a)
-                s += c
-                if _past(deadline, F):
-                    return TIMED_OUT
+                return _kernels_multi(c, width, length, T, dtype, vt)[0](F, coords, shift[sl], kk[sl], ty[sl],
+                                                                       util[sl], idle[sl])
+
+            scanned = _scan(plan, F, step, deadline)
+            if scanned is TIMED_OUT:
+                return TIMED_OUT
+            F, starts, args, tail = scanned
             values = vt.values(np.asarray(F))
 
         def back(p: int) -> np.ndarray:
@@ -422,17 +437,15 @@ class JaxDP(Backend):
         gpus, util, idle, vt = model["gpus"], model["util"], model["idle"], model["value_type"]
         with jax.enable_x64(True):
             F = jnp.zeros(length, dtype=vt.numpy)  # F[p]: best utility of the jobs so far on <= p GPUs
-            starts, args = [], []
-            s = 0
             plan = timed_plan(model["plan"], width * length, deadline)
-            for c in plan:
-                fwd, _ = _kernels(c, width, length, dtype, vt)
-                F, a, tail = fwd(F, gpus[s : s + c], util[s : s + c], idle[s : s + c])
-                starts.append(s)
-                args.append(a)
-                s += c
-                if _past(deadline, F):
-                    return TIMED_OUT
+
+            def step(c: int, s: int, F: Any) -> Any:
+                return _kernels(c, width, length, dtype, vt)[0](F, gpus[s : s + c], util[s : s + c], idle[s : s + c])
+
+            scanned = _scan(plan, F, step, deadline)
+            if scanned is TIMED_OUT:
+                return TIMED_OUT
+            F, starts, args, tail = scanned
             values = vt.values(np.asarray(F))
 
         def back(p: int) -> np.ndarray:
