@@ -94,7 +94,9 @@ def test_custom_solver_beside_builtins_and_rows():
     res = run_benchmark(["numpy-dp", "milp", Sleeper()], TINY, repeats=2, time_limit_s=0.5)  # milp needs far less on TINY, even on a loaded machine
     solvers = [r.solver for r in res.rows]
     assert sorted(set(solvers)) == ["milp", "numpy-dp", "sleeper"]
-    assert len(res.rows) == 3 * 2  # every (solver, repeat), nothing dropped
+    # every (solver, repeat), nothing dropped, except that the sleeper's warm-up reached the limit: it is its one
+    # timed run (repeat 1), not repeated
+    assert len(res.rows) == 3 * 2 - 1
     for r in res.rows:
         assert set(r.to_dict()) == set(ROW_FIELDS)
         assert r.n == 10 and r.G == 16 and r.options > 0 and r.dp_ops == r.options * (r.capacity + 1)
@@ -105,12 +107,20 @@ def test_custom_solver_beside_builtins_and_rows():
     assert all(r.dp_ops_per_s is None for r in res.rows if r.solver == "milp")
     # the time-out is a LIMIT row, consistent (below the optimum), not within the limit
     slow = [r for r in res.rows if r.solver == "sleeper"]
-    assert [r.status for r in slow] == ["LIMIT", "LIMIT"]
+    assert [(r.status, r.repeat) for r in slow] == [("LIMIT", 1)]
+    assert slow[0].warmup_s == pytest.approx(slow[0].total_s, rel=0.5)
     assert all(r.within_limit is False and r.total_s >= 0.5 and r.agrees_with_best for r in slow)
     assert all(r.gap_to_best == 1.0 for r in slow)  # idle allocation: objective 0
     milp = [r for r in res.rows if r.solver == "milp"]
     assert {r.objective for r in milp} == {r.objective for r in dp_rows} == {res.instances[0].best_objective}
     assert res.ok and not res.disagreements
+
+
+def test_limit_without_warmup_is_run_every_repeat():
+    res = run_benchmark(["numpy-dp", Sleeper()], TINY, repeats=2, warmup=False, time_limit_s=0.2)
+    slow = [r for r in res.rows if r.solver == "sleeper"]
+    assert [(r.status, r.repeat) for r in slow] == [("LIMIT", 1), ("LIMIT", 2)]
+    assert len([r for r in res.rows if r.solver == "numpy-dp"]) == 2
 
 
 def test_wrong_optimum_is_a_loud_disagreement():

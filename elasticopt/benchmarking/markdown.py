@@ -97,7 +97,7 @@ def markdown_report(result: BenchResult, *, command: str, shift_s: float = DEFAU
         f"{', '.join(f'{x:.2f}' for x in env.get('load_average') or [])}",
         "- packages: " + ", ".join(f"{k} {v}" for k, v in sorted((env.get("packages") or {}).items())),
         f"- solvers: {', '.join(s['label'] for s in st.get('solvers', []))}; {st.get('repeats')} timed repeat(s)"
-        f"{' after one warm-up solve' if st.get('warmup') else ''}, order {st.get('order')}; time limit "
+        f"{' after one warm-up solve (one that reached the limit was not repeated: it is the timed run)' if st.get('warmup') else ''}, order {st.get('order')}; time limit "
         f"{limit if limit else 'none'} s; reductions {'on' if st.get('reduce') else 'off'}; started "
         f"{st.get('started_utc')}, {st.get('elapsed_s', 0):.0f} s in all"
         + ("; **interrupted: partial**" if st.get("interrupted") else ""),

@@ -5,7 +5,9 @@ once (``compile_problem`` then ``reduce_table``, timed separately) and hands
 the **same** table to every solver: first one warm-up solve per solver (its
 time is ``warmup_s``: jax compiles here), then ``repeats`` timed solves,
 round-robin over the solvers so slow drifts of a shared machine hit every
-solver alike.  A solver that raises is an ``ERROR`` row; one that stops at
+solver alike.  A warm-up that stops at the time limit is not repeated: it
+becomes the solver's one timed run on that instance (LIMIT, unsolved), as
+another would only spend the limit again.  A solver that raises is an ``ERROR`` row; one that stops at
 the time limit is a ``LIMIT`` row; nothing is dropped.
 
 Every result is checked with :func:`~elasticopt.solvers.verify` and against
@@ -183,13 +185,20 @@ def _bench_instance(
             plan = [(r, s) for s in specs for r in runs]
         else:
             plan = [(r, s) for r in runs for s in specs]
+        at_limit: set[str] = set()  # solvers whose warm-up stopped at the time limit: not run again
         for r, s in plan:
+            if s.label in at_limit:
+                continue
             notify(BenchEvent("start", spec.name, s.label, r))
             sol, wall = _solve_once(s, table, time_limit_s)
             ok, errs = check(sol)
             notify(BenchEvent("done", spec.name, s.label, r, sol.status.name))
             if r == 0:
                 warm[s.label] = wall
+                if sol.status is Status.LIMIT and repeats > 0:
+                    # a warm-up that reached the limit is the timed run: repeating it would only cost the limit again
+                    at_limit.add(s.label)
+                    r = 1
             outcomes.append(BenchRun(s.label, r, sol, wall, ok, errs))
     except KeyboardInterrupt:  # keep what was measured: the caller reports a partial benchmark
         interrupted = True
