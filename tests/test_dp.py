@@ -2,11 +2,12 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elasticopt.models import Cluster, Job, MeasuredThroughput, Problem, Running, compile_problem, load_instance
 from elasticopt.solvers import Status, solve, verify
-from elasticopt.solvers.dp.jax_backend import CHUNKS, _kernels, bucket, chunk_plan
+from elasticopt.solvers.dp.jax_backend import CHUNKS, DISPATCH_OPS, _kernels, bucket, chunk_plan
 from elasticopt.solvers.dp.value_type import ValueType
 from elasticopt.testing.brute import brute_force
 from elasticopt.testing.strategies import problems, tiny_problems
@@ -127,8 +128,9 @@ def test_jax_dp_does_not_recompile_across_job_counts_and_clipping():
             jobs.append(Job(f"j{i}", MeasuredThroughput(pts), 32, 128, 32))
         return Problem(Cluster(G), tuple(jobs))
 
-    for fixing in (False, True):
-        solve(prob(600, 60), "dp", fixing=fixing)  # warm: chunks of 512, 64 and 8
+    for n in (576, 3):  # warm every chunk size: 576 jobs run as 512 + 64, 3 as 8 (chunk_plan, priced)
+        for fixing in (False, True):
+            solve(prob(n, 60), "dp", fixing=fixing)
     before = _kernels.cache_info()
     sizes = {key: tuple(f._cache_size() for f in _kernels(*key)) for key in _kernel_keys()}
     for n in (3, 9, 70, 130, 590):  # different job counts; light load clips the capacity
@@ -150,6 +152,26 @@ def test_chunk_plan():
     for n in range(0, 1200, 37):
         plan = chunk_plan(n)
         assert sum(plan) >= n and sum(plan) - n <= 8 and set(plan) <= set(CHUNKS)
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 3000), ops_per_job=st.integers(1, 1 << 24))
+def test_chunk_plan_by_cost(n, ops_per_job):
+    # the plan priced by dispatches and padded jobs covers n with the sizes of CHUNKS and costs at most the
+    # greedy plan's (which is among its candidates)
+    plan = chunk_plan(n, ops_per_job)
+    assert sum(plan) >= n and set(plan) <= set(CHUNKS)
+    cost = lambda p: len(p) * DISPATCH_OPS + sum(p) * ops_per_job  # noqa: E731
+    assert cost(plan) <= cost(chunk_plan(n))
+    assert sum(plan) - n < CHUNKS[0]  # never a whole chunk of padding
+
+
+def test_chunk_plan_pads_where_dispatches_cost_more():
+    # n = 1000, K = 8, G = 1024 (length 1088): 2 chunks of 512 instead of 13 chunks
+    assert chunk_plan(1000, 8 * 1088) == [512, 512]
+    assert chunk_plan(600, 8 * 1088) == [512, 64, 64]
+    # G = 10^5: a padded job costs more than a dispatch: greedy
+    assert chunk_plan(1000, 8 * 100_352) == chunk_plan(1000)
 
 
 def test_regression_instance_from_the_simulator():

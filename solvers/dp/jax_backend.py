@@ -74,16 +74,39 @@ MULTI_STEPS = 1
 MULTI_MIN_STATES = 512
 
 
-def chunk_plan(n: int) -> list[int]:
-    """Chunk sizes covering ``n`` jobs: greedy in :data:`CHUNKS`, the last padded."""
-    plan: list[int] = []
-    rest = n
-    for c in CHUNKS[:-1]:
-        plan += [c] * (rest // c)
-        rest -= c * (rest // c)
-    small = CHUNKS[-1]
-    plan += [small] * (-(-rest // small))
-    return plan or [small]
+#: What one more chunk (a forward and a backward kernel call) costs, in max-plus operations: ~50 us of dispatch
+#: at ~5e9 operations/s (measured with ``benchmarks/bench_kernel.py``: a chunk of 8 jobs at n=1000, K=8, G=1024
+#: takes 63 us, 8 of them 10 us).
+DISPATCH_OPS = 1 << 18
+
+
+def chunk_plan(n: int, ops_per_job: int = 0) -> list[int]:
+    """Chunk sizes covering ``n`` jobs, from :data:`CHUNKS`, the last padded.
+
+    Without ``ops_per_job``: greedy (the fewest padded jobs).  With it, the plan of least estimated cost,
+    ``chunks * DISPATCH_OPS + padded jobs * ops_per_job``, among those that take each size either as often
+    as it fits in what is left or once more (then nothing is left): padding the last chunk to a larger size
+    pays where a padded job costs less than the dispatches it saves (n = 1000 at K = 8, G = 1024: 2 chunks of
+    512 instead of 512 + 7 x 64 + 5 x 8).
+    """
+    def plans(rest: int, sizes: tuple[int, ...]) -> list[list[int]]:
+        if rest <= 0:
+            return [[]]
+        c, more = sizes[0], sizes[1:]
+        if not more:
+            return [[c] * -(-rest // c)]
+        whole = [c] * (rest // c)
+        out = [whole + tail for tail in plans(rest - c * len(whole), more)]
+        if rest % c:
+            out.append(whole + [c])
+        return out
+
+    candidates = plans(n, CHUNKS)
+    if ops_per_job > 0:
+        plan = min(candidates, key=lambda p: (len(p) * DISPATCH_OPS + sum(p) * ops_per_job, sum(p)))
+    else:
+        plan = min(candidates, key=lambda p: (sum(p), len(p)))
+    return plan or [CHUNKS[-1]]
 
 
 #: The type split's groups are padded to whole chunks of ``CHUNKS[0]`` jobs where one costs at most this many
@@ -332,7 +355,7 @@ class JaxDP(Backend):
         width, length = bucket(max(K, width_for, 1), 1, 4), bucket(max(G, length_for) + 1, 8, 16)
         big = CHUNKS[0]
         one_chunk = one_chunk and big * width * length <= ONE_CHUNK_OPS
-        plan = [big] * max(1, -(-n // big)) if one_chunk else chunk_plan(n)
+        plan = [big] * max(1, -(-n // big)) if one_chunk else chunk_plan(n, width * length)
         n_pad = sum(plan)
         gpus = np.full((n_pad, width), length, dtype=np.int64)  # invalid options shift past the pad: unreachable
         util = np.full((n_pad, width), NEG, dtype=np.int64)
@@ -359,11 +382,12 @@ class JaxDP(Backend):
         for t in range(len(dims) - 2, -1, -1):
             strides[t] = strides[t + 1] * dims[t + 1]
         S = int(np.prod(dims))
-        plan = [CHUNKS[-1]] * max(1, -(-n // CHUNKS[-1])) if small_chunks else chunk_plan(n)
         # powers of two for the state count and the width (padding < 2x each): the state count changes with
         # every decision's capacities and each new shape is a kernel compile (~0.1-0.3 s), far more than
         # the padded states and options cost
-        n_pad, width, length = sum(plan), bucket(max(K, 1), 4, MULTI_STEPS), bucket(S, MULTI_MIN_STATES, MULTI_STEPS)
+        width, length = bucket(max(K, 1), 4, MULTI_STEPS), bucket(S, MULTI_MIN_STATES, MULTI_STEPS)
+        plan = [CHUNKS[-1]] * max(1, -(-n // CHUNKS[-1])) if small_chunks else chunk_plan(n, width * length)
+        n_pad = sum(plan)
         coords = np.full((len(dims), length), -1, dtype=np.int64)  # coords[t, p]: GPUs of type t at flat state p
         flat = np.arange(S)
         for t in range(len(dims)):
