@@ -7,7 +7,7 @@ The C reference is the plain DP written as a C programmer would (forward pass
 with an int8 argmax row per job, then the backtrack), compiled here with
 ``cc -O3 -march=native`` into a temporary directory and called through ctypes
 on the same arrays as the dp backend's kernel (the jax scan of
-``solvers/dp/jax_backend.py``, fixing off so the whole table is scanned).  Both return
+``solvers/dp/jax_kernels.py``, fixing off so the whole table is scanned).  Both return
 the optimum; the script checks they agree.  Prints the median seconds of each
 (calls interleaved, round after round), int64 max-plus operations per second
 (n x K x (G + 1)) and the ratio C / jax (>= 1: the jax kernel is at least as

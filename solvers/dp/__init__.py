@@ -13,6 +13,8 @@
 - :mod:`~elasticopt.solvers.dp.value_type` and :mod:`~elasticopt.solvers.dp.packed`:
   the jax DP's value type (packed int32 or int64, proven per table) and its
   per-job step and backtrack;
+- :mod:`~elasticopt.solvers.dp.jax_kernels`: the jax DP's compiled scans and
+  the chunks jobs are scanned in;
 - :mod:`~elasticopt.solvers.dp.jax_backend` (``dp``) and
   :mod:`~elasticopt.solvers.dp.numpy_backend` (``numpy-dp``): the registered
   backends.

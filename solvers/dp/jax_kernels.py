@@ -1,0 +1,203 @@
+"""The dp's compiled jax kernels and how jobs are chunked for them (docs/design.md §3).
+
+:func:`_kernels` (one GPU type) and :func:`_kernels_multi` (several, on the flattened state) build the jitted
+forward and backward scans over one chunk of jobs, cached per shape and value type; :func:`chunk_plan` picks
+the chunk sizes (:data:`CHUNKS`) a job count is scanned in, :func:`timed_plan` splits them under a deadline
+and :func:`_scan` runs the forward scan chunk by chunk.  The backend that prepares the arrays and walks the
+choice back is :mod:`~elasticopt.solvers.dp.jax_backend`.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+from elasticopt.solvers.dp.packed import job_step
+from elasticopt.solvers.dp.value_type import ARGMAX64, ValueType
+
+__all__ = ["bucket", "CHUNKS", "DISPATCH_OPS", "chunk_plan", "ONE_CHUNK_OPS", "CLOCK_OPS", "timed_plan",
+           "TIMED_OUT", "MULTI_STEPS", "MULTI_MIN_STATES"]
+
+
+def bucket(x: int, minimum: int = 8, steps: int = 16) -> int:
+    """Round ``x`` up to the next bucket: 1/steps of the power of two below it.
+
+    Keeps padding waste under ~1/steps while limiting the number of distinct
+    compiled shapes to ``steps`` per octave.
+    """
+    x = max(int(x), minimum)
+    top = 1 << (x - 1).bit_length()
+    if top <= minimum * 2:
+        return top
+    grain = max(1, (top // 2) // steps)
+    return -(-x // grain) * grain
+
+
+#: Jobs are scanned in chunks of these sizes (largest first), so the compiled shapes do
+#: not depend on the number of jobs: one kernel pair per (chunk, width, length) serves all n.
+CHUNKS: tuple[int, ...] = (512, 64, 8)
+
+#: Buckets per octave of the multi-type DP's state count and width (see ``_arrays_multi``).
+MULTI_STEPS = 1
+#: The fewest states a multi-type kernel is compiled for: smaller tables share it (a few microseconds more).
+MULTI_MIN_STATES = 512
+
+
+#: What one more chunk (a forward and a backward kernel call) costs, in max-plus operations: ~50 us of dispatch
+#: at ~5e9 operations/s (measured with ``benchmarks/bench_kernel.py``: a chunk of 8 jobs at n=1000, K=8, G=1024
+#: takes 63 us, 8 of them 10 us).
+DISPATCH_OPS = 1 << 18
+
+
+def chunk_plan(n: int, ops_per_job: int = 0) -> list[int]:
+    """Chunk sizes covering ``n`` jobs, from :data:`CHUNKS`, the last padded.
+
+    Without ``ops_per_job``: greedy (the fewest padded jobs).  With it, the plan of least estimated cost,
+    ``chunks * DISPATCH_OPS + padded jobs * ops_per_job``, among those that take each size either as often
+    as it fits in what is left or once more (then nothing is left): padding the last chunk to a larger size
+    pays where a padded job costs less than the dispatches it saves (n = 1000 at K = 8, G = 1024: 2 chunks of
+    512 instead of 512 + 7 x 64 + 5 x 8).
+    """
+    def plans(rest: int, sizes: tuple[int, ...]) -> list[list[int]]:
+        if rest <= 0:
+            return [[]]
+        c, more = sizes[0], sizes[1:]
+        if not more:
+            return [[c] * -(-rest // c)]
+        whole = [c] * (rest // c)
+        out = [whole + tail for tail in plans(rest - c * len(whole), more)]
+        if rest % c:
+            out.append(whole + [c])
+        return out
+
+    candidates = plans(n, CHUNKS)
+    if ops_per_job > 0:
+        plan = min(candidates, key=lambda p: (len(p) * DISPATCH_OPS + sum(p) * ops_per_job, sum(p)))
+    else:
+        plan = min(candidates, key=lambda p: (sum(p), len(p)))
+    return plan or [CHUNKS[-1]]
+
+
+#: The type split's groups are padded to whole chunks of ``CHUNKS[0]`` jobs where one costs at most this many
+#: max-plus operations (~10 ms): one compiled kernel pair instead of one per chunk size.
+ONE_CHUNK_OPS = 1 << 24
+
+#: Under a time limit, a chunk does at most about this many max-plus operations (~50 ms) between two looks at
+#: the clock, down to the smallest chunk.
+CLOCK_OPS = 1 << 26
+
+
+def timed_plan(plan: list[int], ops_per_job: int, deadline: float | None) -> list[int]:
+    """``plan`` with its chunks split (into smaller sizes of :data:`CHUNKS`) so that one takes ~``CLOCK_OPS``.
+
+    The padded job count is unchanged (every chunk size divides the larger ones), so the arrays built for
+    ``plan`` serve; without a deadline ``plan`` itself.
+    """
+    if deadline is None:
+        return plan
+    cap = next((c for c in CHUNKS if c * ops_per_job <= CLOCK_OPS), CHUNKS[-1])
+    out: list[int] = []
+    for c in plan:
+        out += [cap] * (c // cap) if c > cap else [c]
+    return out
+
+
+#: What ``_run`` returns when ``time_limit_s`` passed before the DP ended.
+TIMED_OUT = object()
+
+
+def _scan(plan: list[int], F: Any, step: Any, deadline: float | None) -> Any:
+    """Run the forward scan chunk by chunk: ``step(c, s, F) -> (F, argmax rows, tail)`` for the c jobs from
+    row s; returns (F, chunk starts, argmax rows per chunk, last tail), or TIMED_OUT past the deadline."""
+    starts: list[int] = []
+    args: list[Any] = []
+    tail, s = None, 0
+    for c in plan:
+        F, a, tail = step(c, s, F)
+        starts.append(s)
+        args.append(a)
+        s += c
+        if _past(deadline, F):
+            return TIMED_OUT
+    return F, starts, args, tail
+
+
+def _past(deadline: float | None, F: Any) -> bool:
+    """Whether the clock passed ``deadline`` once the chunk that made ``F`` has run (jax runs asynchronously)."""
+    if deadline is None:
+        return False
+    F.block_until_ready()
+    return time.perf_counter() > deadline
+
+
+
+
+@functools.lru_cache(maxsize=256)
+def _kernels(chunk: int, width: int, length: int, arg_dtype: str, vt: ValueType = ARGMAX64):
+    """Jitted forward and backward scans over one chunk of jobs (cached per shape and value type)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    step, finish = job_step(vt, width, length, arg_dtype)
+
+    def forward(F, x):
+        g, u, idle = x  # g[o], u[o]: GPUs and utility of option o (packed); idle: may this job get 0 GPUs
+
+        def shifted(Fpad, o, neg):
+            # start length - k (k <= length by construction; jax would wrap a negative start)
+            return lax.dynamic_slice(Fpad, (length - g[o],), (length,)) + u[o]
+
+        return step(F, shifted, idle)
+
+    def backward(p, x):
+        a_row, g_row = x
+        o = a_row[p].astype(jnp.int32)
+        k = jnp.where(o >= 0, g_row[jnp.maximum(o, 0)], 0)
+        return p - k, o
+
+    def fwd(F, gpus, util, idle):
+        return finish(*lax.scan(forward, F, (gpus, util, idle)))
+
+    def bwd(p, args, gpus):
+        return lax.scan(backward, p, (args, gpus), reverse=True)
+
+    return jax.jit(fwd), jax.jit(bwd)
+
+
+@functools.lru_cache(maxsize=256)
+def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype: str, vt: ValueType = ARGMAX64):
+    """Jitted scans over one chunk of jobs on a flattened multi-type state (cached per shape and value type)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    step, finish = job_step(vt, width, length, arg_dtype)
+
+    def forward(carry, x):
+        F, coords = carry
+        shift, k, ty, u, idle = x  # per option: flat offset k*stride_t, GPUs k, type t, utility; may this job idle
+
+        def shifted(Fpad, o, neg):
+            cand = lax.dynamic_slice(Fpad, (length - shift[o],), (length,)) + u[o]
+            ok = coords[ty[o]] >= k[o]  # the type's coordinate holds k GPUs: no wrap into another axis
+            return jnp.where(ok, cand, neg)
+
+        F, arg = step(F, shifted, idle)
+        return (F, coords), arg
+
+    def backward(p, x):
+        a_row, s_row = x
+        o = a_row[p].astype(jnp.int32)
+        d = jnp.where(o >= 0, s_row[jnp.maximum(o, 0)], 0)
+        return p - d, o
+
+    def fwd(F, coords, shift, k, ty, util, idle):
+        (F, _), rows = lax.scan(forward, (F, coords), (shift, k, ty, util, idle))
+        return finish(F, rows)
+
+    def bwd(p, args, shift):
+        return lax.scan(backward, p, (args, shift), reverse=True)
+
+    return jax.jit(fwd), jax.jit(bwd)
