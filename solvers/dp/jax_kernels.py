@@ -13,7 +13,7 @@ import functools
 import time
 from typing import Any
 
-from elasticopt.solvers.dp.packed import job_step
+from elasticopt.solvers.dp.packed import job_step, row_option
 from elasticopt.solvers.dp.value_type import ARGMAX64, ValueType
 
 __all__ = ["bucket", "CHUNKS", "DISPATCH_OPS", "chunk_plan", "ONE_CHUNK_OPS", "CLOCK_OPS", "timed_plan",
@@ -141,6 +141,7 @@ def _kernels(chunk: int, width: int, length: int, arg_dtype: str, vt: ValueType 
     from jax import lax
 
     step, finish = job_step(vt, width, length, arg_dtype)
+    option = row_option(vt)  # the option coded in an argmax row's entry
 
     def forward(F, x):
         g, u, idle = x  # g[o], u[o]: GPUs and utility of option o (packed); idle: may this job get 0 GPUs
@@ -153,7 +154,7 @@ def _kernels(chunk: int, width: int, length: int, arg_dtype: str, vt: ValueType 
 
     def backward(p, x):
         a_row, g_row = x
-        o = a_row[p].astype(jnp.int32)
+        o = option(a_row[p])
         k = jnp.where(o >= 0, g_row[jnp.maximum(o, 0)], 0)
         return p - k, o
 
@@ -174,6 +175,7 @@ def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype:
     from jax import lax
 
     step, finish = job_step(vt, width, length, arg_dtype)
+    option = row_option(vt)  # the option coded in an argmax row's entry
 
     def forward(carry, x):
         F, coords = carry
@@ -189,7 +191,7 @@ def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype:
 
     def backward(p, x):
         a_row, s_row = x
-        o = a_row[p].astype(jnp.int32)
+        o = option(a_row[p])
         d = jnp.where(o >= 0, s_row[jnp.maximum(o, 0)], 0)
         return p - d, o
 
