@@ -14,7 +14,8 @@ The packed values are int32 where :func:`~elasticopt.solvers.dp.value_type.value
 proves from the table that none can overflow (exact bounds, decided per call
 before the kernel is chosen; twice the SIMD lanes), int64 otherwise, inside a
 ``jax.enable_x64`` context; an unpacked int64 kernel with a compare-and-select
-argmax remains for widths too large to pack.  Jobs are scanned in chunks of fixed sizes (512, 64, 8)
+argmax remains for widths too large to pack.  Jobs are scanned in chunks of fixed sizes (512, 64, 8;
+the plan of least cost counting ~50 us a chunk call against the padded jobs' work, ``chunk_plan``)
 with F carried from chunk to chunk, options are padded to a bucket, the GPU
 axis to a bucket of the problem's full cluster size, and G is a traced
 argument: one compiled kernel pair per (chunk, options bucket, cluster bucket)
