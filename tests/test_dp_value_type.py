@@ -152,3 +152,22 @@ def test_multi_type_kernel_packed_agrees():
         _, best, choice = _solve(table, replace(vt, dtype="int32", reset=True), multi=True)  # int32 agrees too
         _, best64, choice64 = _solve(table, ARGMAX64, multi=True)
         assert best == best64 and (choice == choice64).all()
+
+
+def test_wide_tables_rows_keep_the_option_code():
+    # the packed kernels' argmax rows are the carry truncated to int8 (widths <= 127: W <= 128, the code in the
+    # low 7 bits, the sign bit a value bit) or int16 (wider: W = 256); the backtrack decodes the code where it
+    # reads. Widths around both edges, utilities whose packed values set the rows' high bits, against the
+    # unpacked kernel (rows of options)
+    rng = np.random.default_rng(7)
+    for K in (63, 64, 100, 127, 128, 130):
+        n, G = 6, 40
+        gpus = rng.integers(1, 12, size=(n, K))
+        util = rng.integers(1 << 20, 1 << 40, size=(n, K))
+        valid = rng.random((n, K)) < 0.9
+        for idle in (np.ones(n, bool), np.array([True, False] * (n // 2))):
+            table = _table(gpus, util, valid, idle, G)
+            vt, best, choice = _solve(table)
+            assert vt.shift_bits == int(JaxDP._arrays(table, G)["width"]).bit_length()
+            (_, _), _ = _same(table)
+            assert best is not None and (choice >= 0).sum() > 0
