@@ -72,3 +72,47 @@ def test_long_allocation_is_plain_aligned_text(capsys, monkeypatch):
     assert [r[3:5] for r in rows.values()] == [["2", "64"], ["2", "64"]]  # the allocation --json reports
     assert len({len(ln) for ln in lines[1:4]}) == 1  # right-aligned numbers: every line as long as the header
     assert "OPTIMAL" in "\n".join(lines[4:])  # the summary table still follows
+
+
+def _request(n=12):
+    """A caller-values request as PolluxPolicy sends it, and the service's answer to it."""
+    from elasticopt.integrations.pollux import PolluxPolicy
+    from elasticopt.service import AllocationService
+
+    class Node:
+        resources, preemptible = {"nvidia.com/gpu": 4}, False
+
+    class Job:
+        def __init__(self, i):
+            self.speedup_fn = lambda nodes, k: k / (1.0 + 0.05 * (i % 5) * (k - 1) + 0.2 * (nodes - 1))
+            self.min_replicas, self.max_replicas, self.preemptible = 0, 8, True
+            self.age, self.num_restarts = 100.0 + i, i % 3
+
+    doc, _ = PolluxPolicy(client=object()).build_request({f"j{i}": Job(i) for i in range(n)},
+                                                         {i: Node() for i in range(4)}, {})
+    return doc, AllocationService().handle(dict(doc, solver="milp"))
+
+
+def test_a_service_request_file_solves_as_the_service_answers_it(tmp_path, capsys):
+    # a captured host request, replayed from the command line: the same model, the same optimum
+    doc, answer = _request()
+    f = tmp_path / "request.json"
+    f.write_text(json.dumps(doc))
+    assert main(["solve", str(f), "--solver", "all", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["agree"] and len(out["solutions"]) >= 3
+    assert {s["objective"] for s in out["solutions"] if s["status"] == "optimal"} == {answer["objective"]}
+
+
+def test_a_bad_request_file_names_file_and_json_path(tmp_path):
+    doc, _ = _request(3)
+    doc["jobs"][1]["options"][0]["gpus"] = -3
+    f = tmp_path / "request.json"
+    f.write_text(json.dumps(doc))
+    r = run_cli("solve", str(f))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert str(f) in r.stderr and "jobs[1].options[0].gpus" in r.stderr and "-3" in r.stderr
+    # neither an instance nor a request: the instance loader's own error
+    f.write_text('{"format": "elasticopt-nothing/1"}')
+    r = run_cli("solve", str(f))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and str(f) in r.stderr

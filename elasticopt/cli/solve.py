@@ -27,7 +27,7 @@ from elasticopt.solvers import Solution, Status, exact_solvers, get_backend, ver
 from elasticopt.solvers.api import solve
 from elasticopt.solvers.options import parse_solver_arg
 
-__all__ = ["register", "run", "solve_all", "agreement"]
+__all__ = ["register", "run", "solve_all", "agreement", "load_problem_file"]
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "idle for every job. Exit codes: 0 solved, 1 infeasible / no solution, 2 bad input, 3 exact solvers "
         "disagree, 4 internal error.",
     )
-    p.add_argument("file", help="instance file (format elasticopt-instance/1 or /2, see docs/design.md §7)")
+    p.add_argument("file", help="instance file (format elasticopt-instance/1 or /2, see docs/design.md §7), or a "
+                   "request a host sent to 'elasticopt serve' (elasticopt-request/1, docs/integrations.md §1), "
+                   "translated onto the model as the service does; its solver and time limit are this command's")
     p.add_argument(
         "--solver",
         default="dp",
@@ -56,6 +58,46 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print the seconds spent loading, compiling, reducing and solving (stderr; with --json "
                    "also under 'timings')")
     p.set_defaults(func=run)
+
+
+#: The service's request format, which ``elasticopt solve`` also reads (a captured request, replayed).
+REQUEST_FORMAT = "elasticopt-request/1"
+
+
+def load_problem_file(path: str) -> Problem:
+    """The problem of an instance file or of a service request file (``elasticopt-request/1``).
+
+    A request is checked and translated as ``elasticopt serve`` does (:mod:`elasticopt.service.translate`), so
+    a host's request, captured, can be solved and compared with ``--solver all``; jobs it leaves out (no option
+    they may use) are named in a warning.  A request's errors name the file and the JSON path, as an
+    instance's do.
+
+    Raises
+    ------
+    InstanceError
+        A file that is neither a valid instance nor a valid request.
+    """
+    from elasticopt.models.jsontext import read_bytes
+    from elasticopt.service.protocol import ServiceError, parse_request_screened, validate_request
+    from elasticopt.service.translate import translate
+
+    try:
+        return load_instance(path)
+    except InstanceError:
+        try:  # a request? (only then its own checks word the errors)
+            doc, screened = parse_request_screened(read_bytes(path, "instance file"))
+        except ServiceError:
+            doc = None
+        if not (isinstance(doc, dict) and doc.get("format") == REQUEST_FORMAT):
+            raise
+    try:
+        tr = translate(validate_request(doc), screened)
+    except ServiceError as exc:
+        raise InstanceError(str(path), exc.path or "(root)", exc.expected or str(exc), exc.found) from None
+    if tr.left_out:
+        log.warning("%s: %d job(s) left idle without being solved (no option they may use): %s", path,
+                    len(tr.left_out), ", ".join(map(str, list(tr.left_out)[:10])))
+    return tr.problem
 
 
 def solve_all(problem: Problem | OptionTable, *, time_limit_s: float | None, reduce: bool) -> list[Solution]:
@@ -226,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
     if name != "all":
         get_backend(name).check_options(options)  # a bad name or option fails before any work
     t_load = time.perf_counter()
-    problem = load_instance(args.file)
+    problem = load_problem_file(args.file)
     load_s = time.perf_counter() - t_load
     log.info("%s: %d jobs, %d GPUs, objective %s", args.file, len(problem.jobs), problem.cluster.gpus,
              problem.objective)
