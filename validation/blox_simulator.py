@@ -200,6 +200,9 @@ def run_one(root: Path, python: str, log_file: Path, load: int, track: tuple[int
             raise ElasticoptError(f"{policy}: expected Blox's {prefix}_START_STOP_Las_load_{load}_job_stats.json "
                                   f"in its working folder, found {sorted(p.name for p in work.iterdir())}")
         (out / f"{policy}.job_stats.json").write_text(stats[0].read_text())
+        for kind in ("responsivness", "run_time_stats"):  # Blox's spelling; first launch, and each job's record
+            for extra in work.glob(f"{prefix}_{track[0]}_{track[1]}_Las_load_*_{kind}.json"):
+                (out / f"{policy}.{kind}.json").write_text(extra.read_text())
         done = json.loads(stats[0].read_text())
     rec = host_records.read_record(result, f"las_scheduler.py with {policy}")
     try:
