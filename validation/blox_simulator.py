@@ -22,7 +22,7 @@ runs Blox's two processes once per policy, exactly as the Readme's
 job window ``--track`` (default ``0:50``: Blox's own default, 3000:4000, is
 hours per policy).  Policies: elasticopt's drop-in (``BloxPolicy`` +
 ``BloxPlacement`` of ``elasticopt/integrations/blox.py``; its tie order
-``--dropin-order``, default Blox's Las order) and Blox's own
+``--dropin-order``, default oldest first as Blox's Fifo) and Blox's own
 (``--policies``, default ``Las,Fifo``; the loop's placement stays Blox's
 ``JobPlacement`` for them).
 
@@ -155,7 +155,7 @@ def _wait_listening(port: int, proc: subprocess.Popen, timeout_s: float = 180.0)
 
 
 def run_one(root: Path, python: str, log_file: Path, load: int, track: tuple[int, int], policy: str,
-            out: Path, serve: list[str], timeout_s: float, order: str = "attained_service") -> dict:
+            out: Path, serve: list[str], timeout_s: float, order: str = "arrival") -> dict:
     """Blox's two processes for one policy at one load; the runner script's record plus Blox's job stats."""
     result = out / f"{policy}.calls.json"
     result.unlink(missing_ok=True)
@@ -228,8 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--track", default="0:50", help="tracked job ids START:STOP, inclusive as Blox counts them "
                     "(default 0:50; Blox's own 3000:4000)")
     ap.add_argument("--policies", default="Las,Fifo", help="Blox's scheduling policies to compare (default Las,Fifo)")
-    ap.add_argument("--dropin-order", default="attained_service", choices=_dropin.ORDERS,
-                    help="BloxPolicy's tie order (default attained_service: Blox's Las order; arrival: Fifo's)")
+    ap.add_argument("--dropin-order", default="arrival", choices=_dropin.ORDERS,
+                    help="BloxPolicy's tie order (default arrival: Blox's Fifo order; attained_service: Las')")
     ap.add_argument("--timeout-s", type=float, default=1800.0, help="per run (default 1800)")
     ap.add_argument("--out", type=Path, default=None, help="folder for logs and table.md (default: temporary)")
     ap.add_argument("--serve", default=None,
