@@ -42,10 +42,11 @@ too long), then oldest; ``order="attained_service"`` breaks them as Blox's
 running job for a waiting one with less service.  When more jobs wait than
 fit (on Blox's simulator every job asks for one GPU, so the count is the
 same for every choice) the tie order alone decides which run: there, at
-load 7 on two windows of 301 tracked jobs, oldest first gave Fifo's mean
-JCTs, within 0.04 % of the oracle ``Srtf``, and least attained service
-Las' 0.7-1.2 % higher ones: Las' suspensions push the long tracked jobs
-behind newcomers (docs/integrations.md §5).  Blox's
+load 7 on three windows of 301 tracked jobs, oldest first gave Fifo's mean
+JCTs and least attained service Las' (1.2 % and 0.7 % higher on two
+windows, 0.2 % lower on the third; 0.5 % higher over the three), as Blox's
+windowed mean counts the waits each policy moves onto tracked jobs
+(docs/integrations.md §5).  Blox's
 ``Fifo`` and ``Las`` order the jobs and its placement launches them in
 that order while GPUs last, so a large job at the head of the order can
 leave GPUs idle that smaller jobs behind it could use; here the set of
