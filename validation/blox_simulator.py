@@ -5,8 +5,9 @@ on fixed local ports: ``simulator_simple.py`` (the workload: Philly jobs at a
 load of ``--jobs-per-hour``) and ``las_scheduler.py`` (the scheduler loop).
 This script contains and downloads none of it: point it at your checkout
 (absolute or relative path), at the interpreter of Blox's environment
-(``pip install grpcio grpcio-tools matplotlib pandas==1.3.0``, then ``make
-grpc`` in ``blox/deployment`` as its Readme says), and at the Philly trace
+(Python 3.8, ``pip install matplotlib pandas==1.3.0 'numpy<1.24'
+grpcio==1.48.2 grpcio-tools==1.48.2 protobuf==3.20.3``, then ``make grpc`` in
+``blox/deployment``: docs/integrations.md §5 says why the pins), and at the Philly trace
 that Blox's ``--cluster-job-log`` reads (``cluster_job_log`` of
 msr-fiddle/philly-traces, a separate download)::
 
@@ -20,7 +21,8 @@ runs Blox's two processes once per policy, exactly as the Readme's
 ``las_scheduler.py --simulate --load LOAD --exp-prefix P``), with the tracked
 job window ``--track`` (default ``0:50``: Blox's own default, 3000:4000, is
 hours per policy).  Policies: elasticopt's drop-in (``BloxPolicy`` +
-``BloxPlacement`` of ``elasticopt/integrations/blox.py``) and Blox's own
+``BloxPlacement`` of ``elasticopt/integrations/blox.py``; its tie order
+``--dropin-order``, default oldest first as Blox's Fifo) and Blox's own
 (``--policies``, default ``Las,Fifo``; the loop's placement stays Blox's
 ``JobPlacement`` for them).
 
@@ -97,7 +99,8 @@ def counted(obj):
 
 if policy == "elasticopt":
     command = os.environ["ELASTICOPT_COMMAND"].split("\x1f")
-    schedulers.Las = lambda args: timed(elasticopt_blox.BloxPolicy(command=command))
+    order = os.environ["EO_ORDER"]
+    schedulers.Las = lambda args: timed(elasticopt_blox.BloxPolicy(command=command, order=order))
     host_placement.JobPlacement = placement.JobPlacement = lambda args: counted(elasticopt_blox.BloxPlacement())
 else:
     host_cls = getattr(schedulers, policy)
@@ -152,7 +155,7 @@ def _wait_listening(port: int, proc: subprocess.Popen, timeout_s: float = 180.0)
 
 
 def run_one(root: Path, python: str, log_file: Path, load: int, track: tuple[int, int], policy: str,
-            out: Path, serve: list[str], timeout_s: float) -> dict:
+            out: Path, serve: list[str], timeout_s: float, order: str = "arrival") -> dict:
     """Blox's two processes for one policy at one load; the runner script's record plus Blox's job stats."""
     result = out / f"{policy}.calls.json"
     result.unlink(missing_ok=True)
@@ -162,7 +165,7 @@ def run_one(root: Path, python: str, log_file: Path, load: int, track: tuple[int
         work = Path(tmp)
         (work / "elasticopt_blox.py").write_text(DROPIN.read_text())
         (work / "eo_runner.py").write_text(RUNNER)
-        env = dict(os.environ, EO_BLOX=str(root), EO_POLICY=policy, EO_RESULT=str(result),
+        env = dict(os.environ, EO_BLOX=str(root), EO_POLICY=policy, EO_ORDER=order, EO_RESULT=str(result),
                    ELASTICOPT_COMMAND="\x1f".join(serve), PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python",
                    PYTHONPATH=os.pathsep.join([str(root), tmp]))
         sim_log = open(out / f"{policy}.simulator.log", "w")
@@ -200,6 +203,9 @@ def run_one(root: Path, python: str, log_file: Path, load: int, track: tuple[int
             raise ElasticoptError(f"{policy}: expected Blox's {prefix}_START_STOP_Las_load_{load}_job_stats.json "
                                   f"in its working folder, found {sorted(p.name for p in work.iterdir())}")
         (out / f"{policy}.job_stats.json").write_text(stats[0].read_text())
+        for kind in ("responsivness", "run_time_stats"):  # Blox's spelling; first launch, and each job's record
+            for extra in work.glob(f"{prefix}_{track[0]}_{track[1]}_Las_load_*_{kind}.json"):
+                (out / f"{policy}.{kind}.json").write_text(extra.read_text())
         done = json.loads(stats[0].read_text())
     rec = host_records.read_record(result, f"las_scheduler.py with {policy}")
     try:
@@ -222,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--track", default="0:50", help="tracked job ids START:STOP, inclusive as Blox counts them "
                     "(default 0:50; Blox's own 3000:4000)")
     ap.add_argument("--policies", default="Las,Fifo", help="Blox's scheduling policies to compare (default Las,Fifo)")
+    ap.add_argument("--dropin-order", default="arrival", choices=_dropin.ORDERS,
+                    help="BloxPolicy's tie order (default arrival: Blox's Fifo order; attained_service: Las')")
     ap.add_argument("--timeout-s", type=float, default=1800.0, help="per run (default 1800)")
     ap.add_argument("--out", type=Path, default=None, help="folder for logs and table.md (default: temporary)")
     ap.add_argument("--serve", default=None,
@@ -256,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
             rows = []
             for policy in policies:
                 print(f"blox_simulator: load {load}: {policy} ...", file=sys.stderr, flush=True)
-                rec = run_one(root, python, log_file, load, (start, stop), policy, out, serve, a.timeout_s)
+                rec = run_one(root, python, log_file, load, (start, stop), policy, out, serve, a.timeout_s,
+                             a.dropin_order)
                 rows.append(host_records.summarize(policy, rec, str(out / f"{policy}.calls.json")))
                 if policy == OURS:
                     ours_calls.extend(rec["calls_ms"])

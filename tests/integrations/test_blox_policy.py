@@ -6,6 +6,8 @@ import itertools
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from blox_standin import BloxCluster
 from elasticopt.integrations import blox
@@ -77,3 +79,66 @@ def test_the_second_schedule_call_of_a_round_is_answered_once(client):
     # the first call sees round 2's state (answered from it), the second the pruned state: solved again
     assert counting.sent == 3 and policy.repeats_answered == 3
     assert done not in after and len(after) >= len(first) - 1
+
+
+def _blox_job(gpus: int, submit: float, served: float, priority: int = 999) -> dict:
+    """A job dict as Blox's JobState keeps it (job_state.py: ``job_priority`` 999, or 1 once it waited past
+    Blox's threshold; ``tracked_metrics`` with ``attained_service``)."""
+    return {"num_GPUs": gpus, "submit_time": submit, "job_priority": priority,
+            "tracked_metrics": {"attained_service": served, "per_iter_time": 1}}
+
+
+def test_more_jobs_than_gpus_least_attained_service_runs_as_blox_las(client):
+    """Ten one-GPU jobs on 8 GPUs: the two with the most service wait, whatever their age (Blox's Las);
+    by default (Blox's Fifo order) the two newest wait."""
+    served = [900, 0, 3000, 300, 600, 2700, 0, 1200, 300, 1500]
+    jobs = {i: _blox_job(1, submit=i, served=s) for i, s in enumerate(served)}
+    las = BloxPolicy(order="attained_service", client=client)
+    running = BloxCluster(nodes=2, gpus_per_node=4).round(las, BloxPlacement(), jobs, elastic=False)
+    assert sorted(running) == [0, 1, 3, 4, 6, 7, 8, 9]  # 2 (3000 s) and 5 (2700 s) wait
+    running = BloxCluster(nodes=2, gpus_per_node=4).round(BloxPolicy(client=client), BloxPlacement(), jobs,
+                                                          elastic=False)
+    assert sorted(running) == list(range(8))
+
+
+def test_a_running_job_with_more_service_is_suspended_for_a_new_one(client):
+    cluster = BloxCluster(nodes=1, gpus_per_node=2)
+    policy, placement = BloxPolicy(order="attained_service", client=client), BloxPlacement()
+    jobs = {0: _blox_job(1, 0, 0), 1: _blox_job(1, 1, 0)}
+    assert sorted(cluster.round(policy, placement, jobs, elastic=False)) == [0, 1]
+    jobs[0], jobs[1] = _blox_job(1, 0, 600), _blox_job(1, 1, 300)
+    jobs[2] = _blox_job(1, 2, 0)  # arrives: job 0 (most service) gives its GPU up
+    assert sorted(cluster.round(policy, placement, jobs, elastic=False)) == [1, 2]
+
+
+def test_arrival_order_keeps_the_oldest_and_blox_priority_comes_first(client):
+    cluster = BloxCluster(nodes=1, gpus_per_node=2)
+    jobs = {0: _blox_job(1, 0, 600), 1: _blox_job(1, 1, 300), 2: _blox_job(1, 2, 0)}
+    fifo = BloxPolicy(client=client)  # the default order: Blox's Fifo
+    assert sorted(cluster.round(fifo, BloxPlacement(), jobs, elastic=False)) == [0, 1]
+    jobs[2] = _blox_job(1, 2, 0, priority=1)  # Blox raised it (waited past its threshold): it runs first
+    cluster = BloxCluster(nodes=1, gpus_per_node=2)
+    assert sorted(cluster.round(fifo, BloxPlacement(), jobs, elastic=False)) == [0, 2]
+    jobs[0] = _blox_job(1, 0, 0, priority=1)
+    cluster = BloxCluster(nodes=1, gpus_per_node=2)
+    las = BloxPolicy(order="attained_service", client=client)
+    assert sorted(cluster.round(las, BloxPlacement(), jobs, elastic=False)) == [0, 2]
+
+
+def test_an_unknown_order_is_refused():
+    with pytest.raises(blox.ElasticoptError, match="order='srtf'"):
+        BloxPolicy(order="srtf", client=object())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from([1, 999])), min_size=1, max_size=14),
+       st.sampled_from(["arrival", "attained_service"]))
+def test_one_gpu_jobs_the_first_in_the_tie_order_run(client, served_priority, order):
+    """Invariant: with one-GPU jobs the running set is the first min(n, GPUs) jobs in Blox's Fifo order
+    (job_priority, submission) or Las order (job_priority, attained service, submission)."""
+    cluster = BloxCluster(nodes=2, gpus_per_node=4)
+    jobs = {i: _blox_job(1, submit=i, served=300 * s, priority=p) for i, (s, p) in enumerate(served_priority)}
+    running = cluster.round(BloxPolicy(order=order, client=client), BloxPlacement(), jobs, elastic=False)
+    served = (lambda j: jobs[j]["tracked_metrics"]["attained_service"]) if order != "arrival" else (lambda j: 0)
+    first = sorted(jobs, key=lambda j: (jobs[j]["job_priority"], served(j), j))
+    assert sorted(running) == sorted(first[:8])

@@ -164,14 +164,15 @@ def test_help_runs():
     assert out.returncode == 0 and "--blox" in out.stdout and "--cluster-job-log" in out.stdout
 
 
-@pytest.mark.parametrize("relative", [False, True])
-def test_from_the_help_command_to_a_table(tmp_path, relative, capsys, monkeypatch):
+@pytest.mark.parametrize("relative, order", [(False, None), (True, "arrival")])
+def test_from_the_help_command_to_a_table(tmp_path, relative, order, capsys, monkeypatch):
     fake_blox(tmp_path / "blox")
     (tmp_path / "cluster_job_log").write_text("[]")
     monkeypatch.chdir(tmp_path)
     blox = "blox" if relative else str(tmp_path / "blox")
     rc = bs.main(["--blox", blox, "--python", sys.executable, "--cluster-job-log", "cluster_job_log",
-                  "--track", "0:8", "--serve", SERVE, "--out", str(tmp_path / "out")])
+                  "--track", "0:8", "--serve", SERVE, "--out", str(tmp_path / "out")]
+                 + (["--dropin-order", order] if order else []))
     cap = capsys.readouterr()
     assert rc == 0, cap.err
     for name in ("| elasticopt | 9/9 |", "| Las | 9/9 |", "| Fifo | 9/9 |", "elasticopt / best host policy",
@@ -182,6 +183,12 @@ def test_from_the_help_command_to_a_table(tmp_path, relative, capsys, monkeypatc
     calls = json.loads((tmp_path / "out" / "load_1" / "elasticopt.calls.json").read_text())["calls_ms"]
     assert len(calls) >= 2 and len(calls) % 2 == 0  # two schedule calls per round, each timed
     assert not list((tmp_path / "blox").rglob("*elasticopt*")) and not list((tmp_path / "blox").rglob("*.json"))
+
+
+def test_an_unknown_dropin_order_is_refused_by_argparse(tmp_path):
+    with pytest.raises(SystemExit):
+        bs.main(["--blox", str(tmp_path), "--python", sys.executable, "--cluster-job-log", "x",
+                 "--dropin-order", "srtf"])
 
 
 def test_clear_errors(tmp_path, capsys):
