@@ -14,7 +14,9 @@ the optimum; the script checks they agree.  Prints the median seconds of each
 fast as the C reference).  The dp picks its kernel's value type per table
 (``solvers/dp/value_type.py``: packed int32 or int64); the unpacked int64
 kernel (compare-and-select argmax, the fall-back and the kernel before the
-packing) runs side by side on the same table, interleaved too, and must agree.
+packing) runs side by side on the same table, interleaved too, and must agree;
+so does the same kernel scanning the jobs in the greedy chunk plan (the plan
+before chunks were priced by their dispatch cost, ``chunk_plan``).
 Without a C compiler it says so and exits 2.
 """
 
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench_dp import random_problem
 
     from elasticopt.models import compile_problem
-    from elasticopt.solvers.dp.jax_backend import JaxDP
+    from elasticopt.solvers.dp.jax_backend import JaxDP, chunk_plan
     from elasticopt.solvers.dp.value_type import ARGMAX64
 
     table = compile_problem(random_problem(args.jobs, args.gpus, args.options, args.seed))
@@ -110,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = dict(be.default_options, fixing=False, window=False)
     model = be._prepare(table, opts)  # the arrays the jax kernel scans (padded shapes)
     unpacked = dict(model, **be._arrays(table, int(table.stats.get("capacity", table.capacity)), ARGMAX64))
+    greedy = dict(model, plan=chunk_plan(table.n_jobs))  # the same arrays, scanned in the greedy chunk plan
     n, K, G = table.n_jobs, table.width, table.capacity
     gpus = np.ascontiguousarray(np.where(table.valid & (table.gpus <= G), table.gpus, G + 1), dtype=np.int64)
     util = np.ascontiguousarray(np.where(table.valid, table.utility, 0), dtype=np.int64)
@@ -131,13 +134,19 @@ def main(argv: list[str] | None = None) -> int:
             best, _ = be._run(unpacked)
             return int(best)
 
-        ref, got, old = c_call(), jax_call(), unpacked_call()  # warm-up (jax compile) and the agreement check
-        if not ref == got == old:
-            print(f"MISMATCH: C reference {ref}, jax kernel {got}, unpacked int64 kernel {old}", file=sys.stderr)
+        def greedy_call() -> int:
+            best, _ = be._run(greedy)
+            return int(best)
+
+        ref, got, old, gre = c_call(), jax_call(), unpacked_call(), greedy_call()  # warm-up, agreement check
+        if not ref == got == old == gre:
+            print(f"MISMATCH: C reference {ref}, jax kernel {got}, unpacked int64 kernel {old}, greedy plan {gre}",
+                  file=sys.stderr)
             return 1
         vt = model["value_type"]
         name = f"dp jax kernel (packed {vt.dtype}{', reset' if vt.reset else ''})"
-        calls = {"C reference (cc -O3, 1 core)": c_call, name: jax_call, "dp jax, unpacked int64 (before)": unpacked_call}
+        calls = {"C reference (cc -O3, 1 core)": c_call, name: jax_call, "dp jax, unpacked int64 (before)": unpacked_call,
+                 f"dp jax, greedy chunks {len(greedy['plan'])} (before)": greedy_call}
         times: dict[str, list[float]] = {key: [] for key in calls}
         for _ in range(args.repeats):
             for key, fn in calls.items():
@@ -151,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {label:36s} median {m * 1e3:8.2f} ms   {ops / m:.3g} ops/s")
     c, j = med["C reference (cc -O3, 1 core)"], med[name]
     print(f"  unpacked int64 / jax = {med['dp jax, unpacked int64 (before)'] / j:.2f}  (the packing's speed-up)")
+    g = med[f"dp jax, greedy chunks {len(greedy['plan'])} (before)"]
+    print(f"  greedy plan / jax = {g / j:.2f}  (the priced chunk plan's speed-up: {len(model['plan'])} chunks "
+          f"instead of {len(greedy['plan'])}); C / greedy = {c / g:.2f}")
     print(f"  C / jax = {c / j:.2f}  (>= 1: the jax kernel at or above the C reference)")
     return 0
 
