@@ -26,7 +26,7 @@ import numpy as np
 
 from elasticopt.errors import SolverOptionError
 from elasticopt.models.table import OptionTable
-from elasticopt.solvers.base import Backend, Outcome
+from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.common import HINT_RULE, empty_outcome, hint_choice, integer_bound, node_counts_of
 from elasticopt.solvers.formulation import Formulation, formulate
 from elasticopt.solvers.incumbents import IncumbentLog
@@ -100,6 +100,9 @@ class SCIP(Backend):
     requires = ("pyscipopt",)
     extra = "scip"
     description = "SCIP MILP via PySCIPOpt (limits/gap=0, absgap<1)"
+    #: the shared formulation with node variables (exact placement), limits/time, the best solution at a limit,
+    #: a complete hint as a start solution; not a fall-back of the service's re-solves (milp, cpsat are)
+    capabilities = Capabilities(gpu_types=True, placement="exact", time_limit=True, incumbent=True, warm_start=True)
     default_options: Mapping[str, Any] = {
         "seed": 0,
         "abs_gap": 0.5,
