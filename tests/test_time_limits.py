@@ -48,3 +48,35 @@ def test_stopped_greedy_returns_the_allocation_its_moves_reached(big_table):
     assert verify(problem, sol).ok  # the allocation reached is feasible
     full = solve(big_table, "greedy")  # no limit: every move, FEASIBLE, at least as good
     assert full.status is Status.FEASIBLE and full.objective >= sol.objective
+
+
+class _NoHighsLimit:
+    """A Highs that ignores its own time_limit: only the backend's interrupt callbacks can stop it."""
+
+    def __init__(self, h):
+        self._h = h
+
+    def __getattr__(self, name):
+        return getattr(self._h, name)
+
+    def setOptionValue(self, key, value):
+        return self._h.setOptionValue(key, float("inf") if key == "time_limit" else value)
+
+
+def test_milp_interrupt_callbacks_stop_highs_past_the_deadline():
+    # HiGHS reads time_limit only at some points of its search (a 60 s limit stopped at 838 s in the reference
+    # suite); the backend's MIP/simplex/IPM interrupt callbacks stop it past the deadline on their own
+    from elasticopt.solvers.milp import HighsMILP
+
+    table = compile_problem(generate_instance("mck-strongly", 2000, 200_000, seed=0))
+    be = HighsMILP()
+    opts = be.check_options({})
+    model = be.build(table, opts)
+    model.highs = _NoHighsLimit(model.highs)
+    t0 = time.perf_counter()
+    raw = be.run(model, 0.05, opts)
+    took = time.perf_counter() - t0
+    out = be.extract(table, model, raw)
+    assert model.stopped_by_clock and out.status is Status.LIMIT and out.reason is Reason.TIME_LIMIT
+    assert took < 5.0  # without the callbacks: the whole solve (~1-2 s at no load), or until the phase ends
+    assert out.stats["stopped_by_clock"]
