@@ -233,7 +233,7 @@ class Backend(ABC):
             out = self.extract(table, model, raw)
         except ModelTooLargeError as exc:  # a size limit, as a solver's own memory limit: LIMIT, no allocation
             return Solution(Status.LIMIT, message=f"{self.name}: {exc}", solve_s=time.perf_counter() - t0,
-                            stats=dict(extra_stats or {}), **common)
+                            stats=dict(extra_stats or {}), reason=Reason.STATE_SPACE, **common)
         except Exception as exc:  # a backend failure is a result, not a crash
             # availability is checked by get_backend; here only when an import inside the solve fails
             if isinstance(exc, ImportError) and self.missing_modules():

@@ -33,7 +33,7 @@ class Reason(enum.Enum):
     WORK_LIMIT = "work_limit"  # an iteration, node or solution limit of the backend's library
     MEMORY_LIMIT = "memory_limit"  # the backend's library ran out of memory
     INTERRUPTED = "interrupted"  # the backend's library was interrupted
-    STATE_SPACE = "state_space"  # the DP's state space (jobs x states) passed max_cells
+    STATE_SPACE = "state_space"  # the model's size: the DP's jobs x states past max_cells, a MILP's columns past MAX_COLUMNS
     NOT_PLACEABLE = "not_placeable"  # the optimum over per-type GPU totals is proven not to fit the nodes
     PLACEMENT_STEPS = "placement_steps"  # the placement search ran out of steps before deciding
     NOT_PROVEN = "not_proven"  # the backend said optimal, but its bound does not prove it

@@ -21,7 +21,7 @@ from elasticopt.cli import main
 from elasticopt.errors import ValidationError
 from elasticopt.generate import ALL_FAMILIES
 from elasticopt.models import compile_problem, dumps_instance
-from elasticopt.solvers import Status, get_backend
+from elasticopt.solvers import Reason, Status, get_backend
 from elasticopt.testing.cases import case
 
 
@@ -116,6 +116,7 @@ def test_models_over_the_column_limit_are_limit_not_built(monkeypatch):
     for name in ("milp", "scip", "cpsat"):
         s = get_backend(name).solve(t)
         assert s.status is Status.LIMIT and "MAX_COLUMNS" in s.message and s.objective is None, name
+        assert s.reason is Reason.STATE_SPACE, name  # the model's size, not "solved"
     lp = lp_relaxation(t)
     assert lp.bound is None and lp.status.startswith("not built")
 
@@ -149,3 +150,15 @@ def test_cli_suite_subset_prints_the_summary_and_writes_the_page(tmp_path, capsy
     assert "elasticopt bench --suite reference --solver dp milp scip --family mck-strongly" in page
     assert "## Not run" in page and f"{len(get_suite('reference').instances()) - 1} instance(s)" in page
     assert "(../res/performance_profile.svg)" in page and "| mck-strongly-n1000-g1024-s0 | 1000 | 1024 |" in page
+
+
+def test_instance_status_names_a_limit_that_is_not_the_time_limit():
+    from types import SimpleNamespace
+
+    from elasticopt.benchmarking.measures import _status_of
+
+    row = lambda status, reason: SimpleNamespace(status=status, reason=reason)  # noqa: E731
+    assert _status_of(row("LIMIT", "time_limit")) == "LIMIT"
+    assert _status_of(row("LIMIT", "state_space")) == "LIMIT (state_space)"  # a model not built for its size
+    assert _status_of(row("LIMIT", "not_placeable")) == "LIMIT (not_placeable)"
+    assert _status_of(row("OPTIMAL", "solved")) == "OPTIMAL"

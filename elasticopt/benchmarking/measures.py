@@ -98,6 +98,14 @@ def _penalty(result: BenchResult) -> float:
     return max((r.total_s for r in result.rows), default=0.0)
 
 
+def _status_of(r: BenchRow) -> str:
+    """A row's status, with the reason where a LIMIT is not the time limit (``LIMIT (state_space)``: a model
+    not built for its size; ``LIMIT (not_placeable)``)."""
+    if r.status == "LIMIT" and r.reason not in ("time_limit", "", None):
+        return f"LIMIT ({r.reason})"
+    return r.status
+
+
 def instance_times(result: BenchResult) -> list[InstanceTime]:
     """Per (instance, solver): solved or not, and the time the summaries use (module docstring)."""
     groups: dict[tuple[str, str], list[BenchRow]] = {}
@@ -112,7 +120,7 @@ def instance_times(result: BenchResult) -> list[InstanceTime]:
         found = [r.optimum_found_s for r in rs if r.optimum_found_s is not None]
         out.append(InstanceTime(
             instance=inst, family=rs[0].family, solver=solver, solved=solved,
-            status="/".join(sorted({r.status for r in rs})),
+            status="/".join(sorted({_status_of(r) for r in rs})),
             time_s=measured if solved else pen,
             measured_s=measured,
             first_incumbent_s=statistics.median(firsts) if len(firsts) == len(rs) else None,
