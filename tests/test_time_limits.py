@@ -80,3 +80,19 @@ def test_milp_interrupt_callbacks_stop_highs_past_the_deadline():
     assert model.stopped_by_clock and out.status is Status.LIMIT and out.reason is Reason.TIME_LIMIT
     assert took < 5.0  # without the callbacks: the whole solve (~1-2 s at no load), or until the phase ends
     assert out.stats["stopped_by_clock"]
+
+
+def test_scip_deadline_handler_interrupts_past_the_deadline():
+    # SCIP reads limits/time only at some points (127 s under 60 s in the reference suite); the backend's event
+    # handler (presolve rounds, LPs, nodes) interrupts it past the deadline, here with no limits/time at all
+    from elasticopt.solvers.scip import SCIP
+
+    table = compile_problem(generate_instance("mck-strongly", 1000, 100_000, seed=0))
+    be = SCIP()
+    opts = be.check_options({})
+    model = be.build(table, opts)
+    model.deadline = time.perf_counter() + 0.05
+    raw = be.run(model, None, opts)  # no limits/time: only the handler can stop it before the optimum
+    out = be.extract(table, model, raw)
+    assert model.stopped_by_clock and out.status is Status.LIMIT
+    assert out.stats["stopped_by_clock"] and out.stats["scip_status"] == "userinterrupt"
