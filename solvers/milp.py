@@ -165,8 +165,9 @@ class HighsMILP(Backend):
         h.cbMipImprovingSolution.subscribe(lambda e: log.add(e.data_out.objective_function_value))
         model = _Model(h, a["rows"], a["cols"], f, log)
         # HiGHS reads its time_limit only at some points of its search: on mck-weakly n=10^4, G=10^6 (the
-        # reference suite) a 60 s limit stopped at 838 s, inside the root's cut rounds. Its interrupt callbacks
-        # (MIP, simplex, IPM) are called inside those too: past the deadline they stop the run.
+        # reference suite) a 60 s limit stopped at 838 s. Its interrupt callbacks (MIP, simplex, IPM) are called
+        # at more points: past the deadline they stop the run. Not inside the sub-MIPs of its root heuristics,
+        # whose callbacks are not ours: there it can still overrun (docs/design.md §3, the backend table).
         def stop_at_deadline(e: Any) -> None:
             if time.perf_counter() > model.deadline:
                 e.data_in.user_interrupt = True

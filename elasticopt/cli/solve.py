@@ -77,19 +77,20 @@ def load_problem_file(path: str) -> Problem:
     InstanceError
         A file that is neither a valid instance nor a valid request.
     """
-    from elasticopt.models.jsontext import read_bytes
-    from elasticopt.service.protocol import ServiceError, parse_request_screened, validate_request
-    from elasticopt.service.translate import translate
-
     try:
         return load_instance(path)
     except InstanceError:
+        from elasticopt.models.jsontext import read_bytes
+        from elasticopt.service.protocol import ServiceError, parse_request_screened, validate_request
+
         try:  # a request? (only then its own checks word the errors)
             doc, screened = parse_request_screened(read_bytes(path, "instance file"))
         except ServiceError:
             doc = None
         if not (isinstance(doc, dict) and doc.get("format") == REQUEST_FORMAT):
             raise
+    from elasticopt.service.translate import translate
+
     try:
         tr = translate(validate_request(doc), screened)
     except ServiceError as exc:
