@@ -20,6 +20,7 @@ def solve(
     *,
     time_limit_s: float | None = None,
     reduce: bool = True,
+    isolate: bool | None = None,
     **options: Any,
 ) -> Solution:
     """Solve an allocation problem with a registered backend.
@@ -36,6 +37,12 @@ def solve(
         ``Status.LIMIT`` with the best allocation found and the bound.
     reduce
         Apply the exact reductions of docs/design.md §2 first.
+    isolate
+        Run the backend in a forked process killed at ``time_limit_s`` plus a
+        grace, so the limit is hard (:mod:`elasticopt.solvers.isolation`); a
+        killed run is ``LIMIT`` without an allocation.  None (default): for
+        the backends whose libraries can overrun their limit (``milp``,
+        ``scip``, ``pyomo``) when ``time_limit_s`` is set.
     **options
         Backend options (e.g. ``num_workers`` for ``cpsat``); unknown ones raise.
 
@@ -51,4 +58,5 @@ def solve(
     else:  # compile and reduce in one pass (the same table as reduce_table(compile_problem(problem)))
         table = compile_reduced(problem) if reduce else compile_problem(problem)
     compile_s = time.perf_counter() - t0
-    return backend.solve(table, time_limit_s=time_limit_s, extra_stats={"compile_s": compile_s}, **options)
+    return backend.solve(table, time_limit_s=time_limit_s, extra_stats={"compile_s": compile_s}, isolate=isolate,
+                         **options)

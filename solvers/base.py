@@ -70,6 +70,10 @@ class Capabilities:
     fallback_rank
         Order in which the service tries exact-placement backends for a
         re-solve (lower first); None: never used for it.
+    time_limit_overruns
+        Its library can run past ``time_limit_s`` (HiGHS, SCIP: docs/design.md
+        §3); with a time limit, :meth:`Backend.solve` runs it in a forked
+        process killed at the deadline (:mod:`elasticopt.solvers.isolation`).
     """
 
     gpu_types: bool = True
@@ -78,6 +82,7 @@ class Capabilities:
     incumbent: bool = False
     warm_start: bool = False
     fallback_rank: int | None = None
+    time_limit_overruns: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,11 +208,16 @@ class Backend(ABC):
         return check_options(cls.name, cls.default_options, options, cls.option_rules)
 
     def solve(self, table: OptionTable, *, time_limit_s: float | None = None,
-              extra_stats: Mapping[str, Any] | None = None, **options: Any) -> Solution:
+              extra_stats: Mapping[str, Any] | None = None, isolate: bool | None = None,
+              **options: Any) -> Solution:
         """Solve ``table``; see :func:`elasticopt.solve` for the public entry point.
 
         ``extra_stats`` are added to the solution's ``stats`` (``solve`` adds
-        its compile time).
+        its compile time).  ``isolate``: run the solve in a forked process
+        killed at ``time_limit_s`` plus a grace (a hard limit,
+        :mod:`elasticopt.solvers.isolation`); None (default): where the backend
+        declares ``time_limit_overruns``, a time limit is set and the platform
+        can fork.
 
         Raises
         ------
@@ -221,6 +231,18 @@ class Backend(ABC):
         if time_limit_s is not None and not (time_limit_s > 0):
             raise SolverError(f"time_limit_s must be > 0 seconds, got {time_limit_s!r}")
         opts = self.check_options(options)
+        if isolate is None:
+            isolate = time_limit_s is not None and self.capabilities.time_limit_overruns
+        if isolate and time_limit_s is not None:
+            from elasticopt.solvers.isolation import fork_available, solve_isolated
+
+            if fork_available():
+                return solve_isolated(
+                    lambda: self.solve(table, time_limit_s=time_limit_s, extra_stats=extra_stats, isolate=False,
+                                       **opts),
+                    solver=self.name, time_limit_s=time_limit_s, extra_stats=extra_stats, scale=table.scale,
+                    tie_scale=table.tie_scale)
+            extra_stats = {**(extra_stats or {}), "isolation": "none (no fork on this platform): a soft limit"}
         common = {"scale": table.scale, "tie_scale": table.tie_scale, "solver": self.name}
         t0 = time.perf_counter()
         deadline = None if time_limit_s is None else t0 + time_limit_s

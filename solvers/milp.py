@@ -95,8 +95,9 @@ class HighsMILP(Backend):
     requires = ("highspy",)
     extra = "milp"
     description = "HiGHS MILP via highspy (CSC arrays, mip_rel_gap=0)"
+    #: HiGHS overruns its limit inside root heuristics' sub-MIPs (below): a time limit runs it in a forked process
     capabilities = Capabilities(gpu_types=True, placement="exact", time_limit=True, incumbent=True, warm_start=True,
-                                fallback_rank=0)
+                                fallback_rank=0, time_limit_overruns=True)
     default_options: Mapping[str, Any] = {
         "threads": 1,
         "seed": 0,

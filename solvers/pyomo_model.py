@@ -250,8 +250,9 @@ class PyomoMILP(Backend):
     requires = ("pyomo", "highspy")
     extra = "pyomo"
     description = "readable Pyomo MILP; HiGHS by default, any Pyomo solver by name"
+    #: HiGHS by default (as milp, it can overrun its limit): a time limit runs it in a forked process
     capabilities = Capabilities(gpu_types=True, placement="exact", time_limit=True, incumbent=True, warm_start=False,
-                                fallback_rank=2)
+                                fallback_rank=2, time_limit_overruns=True)
     default_options: Mapping[str, Any] = {"solver_name": DEFAULT_SOLVER, "solver_options": None, "tee": False}
     option_rules = {
         "solver_options": ("a mapping of the Pyomo solver's option names to values, or None",
@@ -259,11 +260,11 @@ class PyomoMILP(Backend):
     }
 
     def solve(self, table: OptionTable, *, time_limit_s: float | None = None,
-              extra_stats: Mapping[str, Any] | None = None, **options: Any) -> Solution:
+              extra_stats: Mapping[str, Any] | None = None, isolate: bool | None = None, **options: Any) -> Solution:
         """As :meth:`Backend.solve`; raises :class:`SolverError` when the Pyomo solver is missing."""
         if self.available() and not set(options) - set(self.default_options):
             check_solver(str(options.get("solver_name", DEFAULT_SOLVER)))
-        return super().solve(table, time_limit_s=time_limit_s, extra_stats=extra_stats, **options)
+        return super().solve(table, time_limit_s=time_limit_s, extra_stats=extra_stats, isolate=isolate, **options)
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> _Model:
         return build_pyomo_model(table)

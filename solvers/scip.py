@@ -130,8 +130,10 @@ class SCIP(Backend):
     extra = "scip"
     description = "SCIP MILP via PySCIPOpt (limits/gap=0, absgap<1)"
     #: the shared formulation with node variables (exact placement), limits/time, the best solution at a limit,
-    #: a complete hint as a start solution; not a fall-back of the service's re-solves (milp, cpsat are)
-    capabilities = Capabilities(gpu_types=True, placement="exact", time_limit=True, incumbent=True, warm_start=True)
+    #: a complete hint as a start solution; not a fall-back of the service's re-solves (milp, cpsat are); it can
+    #: overrun limits/time inside a heuristic's probing LP (below): a time limit runs it in a forked process
+    capabilities = Capabilities(gpu_types=True, placement="exact", time_limit=True, incumbent=True, warm_start=True,
+                                time_limit_overruns=True)
     default_options: Mapping[str, Any] = {
         "seed": 0,
         "abs_gap": 0.5,

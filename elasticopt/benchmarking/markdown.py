@@ -82,7 +82,9 @@ def markdown_report(result: BenchResult, *, command: str, shift_s: float = DEFAU
         f"count at {'the time limit, ' + format(limit, 'g') + ' s' if limit else f'the largest time measured, {pen:.3g} s (no time limit)'}.",
         "- **Solved**: every timed repeat proved its answer, passed `verify` and agreed with the other proofs.",
         "- **Total time**: the whole `solve` call on the compiled, reduced table (build + run + extract + "
-        "placement); compiling and reducing the table is shared by all solvers and not in it.",
+        "placement); compiling and reducing the table is shared by all solvers and not in it. Backends whose "
+        "libraries can overrun their limit (milp, scip, pyomo) run under a time limit in a forked process, killed "
+        "at the limit plus max(1 s, 5 %) (`elasticopt/solvers/isolation.py`); their time is the call inside it.",
         "- **Performance profile** (Dolan and Moré 2002): rho_s(tau) = fraction of instances solved within tau "
         "times the fastest solver's time; instances no solver solved are left out.",
         "- **First incumbent / optimum found**: from the start of the solve call to the first improving solution "

@@ -105,7 +105,8 @@ class BenchRow:
     """One timed solve: (instance, solver, repeat).
 
     Times: ``total_s`` is the wall time of the whole ``solve`` call (what a
-    caller pays), ``build_s``/``solve_s`` the backend's own split (model
+    caller pays; for a backend run in a forked process under a hard time
+    limit, the call as timed inside that process), ``build_s``/``solve_s`` the backend's own split (model
     build, solver run); ``warmup_s`` the wall time of the untimed first solve;
     ``compile_s``/``reduce_s`` the instance's table compile, shared by all
     solvers.  ``dp_ops = options * (capacity + 1)`` is the DP work of the

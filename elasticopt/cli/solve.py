@@ -314,8 +314,9 @@ def run(args: argparse.Namespace) -> int:
                 console.print(alloc)
         console.print(_summary_table(problem, sols))
         for s in sols:
-            if s.message:
-                console.print(f"[bold]{s.solver}[/]: {s.message}", highlight=False)
+            if s.message:  # messages that already start with the solver's name are not prefixed again
+                msg = s.message.removeprefix(f"{s.solver}: ")
+                console.print(f"[bold]{s.solver}[/]: {msg}", highlight=False)
         if args.solver == "all":
             console.print(("[green]" if agree else "[bold red]") + agree_msg, highlight=False)
     if not agree:
