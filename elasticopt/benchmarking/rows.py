@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from elasticopt.benchmarking.crosscheck import BenchRun, Verdict
@@ -12,7 +12,10 @@ from elasticopt.benchmarking.solvers import SolverSpec
 from elasticopt.models import Problem
 from elasticopt.models.table import OptionTable
 
-__all__ = ["BenchRow", "InstanceRecord", "BenchResult", "ROW_FIELDS"]
+__all__ = ["BenchRow", "InstanceRecord", "BenchResult", "ROW_FIELDS", "BENCH_FORMAT"]
+
+#: The ``format`` of ``results.json``.
+BENCH_FORMAT = "elasticopt-bench/1"
 
 
 @dataclass(frozen=True)
@@ -283,10 +286,44 @@ class BenchResult:
         """No disagreement and every solution verified."""
         return not self.disagreements and not self.verification_failures
 
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any], where: str = "results.json") -> BenchResult:
+        """The result a ``results.json`` holds (:meth:`to_dict`; the summaries there are recomputed, not read).
+
+        Raises
+        ------
+        ValidationError
+            For another format or a row or instance without a field it needs, naming ``where`` and the entry.
+        """
+        from elasticopt.errors import ValidationError
+
+        if not isinstance(doc, Mapping) or doc.get("format") != BENCH_FORMAT:
+            found = doc.get("format") if isinstance(doc, Mapping) else type(doc).__name__
+            raise ValidationError(f"{where}: format", f"'{BENCH_FORMAT}' (written by elasticopt bench --out)", found)
+
+        def build(kind: type, items: Any, key: str) -> tuple:
+            names = {f.name for f in fields(kind)}
+            required = {f.name for f in fields(kind) if f.default is MISSING and f.default_factory is MISSING}
+            out = []
+            for i, d in enumerate(items if isinstance(items, list) else []):
+                missing = sorted(required - set(d)) if isinstance(d, Mapping) else ["(not an object)"]
+                if missing:
+                    raise ValidationError(f"{where}: {key}[{i}]", f"fields {', '.join(sorted(required))}",
+                                          f"missing {', '.join(missing)}", "write the file again with elasticopt bench")
+                kw = {k: v for k, v in d.items() if k in names}
+                if "disagreements" in kw:
+                    kw["disagreements"] = tuple(kw["disagreements"])
+                out.append(kind(**kw))
+            return tuple(out)
+
+        return cls(rows=build(BenchRow, doc.get("rows"), "rows"),
+                   instances=build(InstanceRecord, doc.get("instances"), "instances"),
+                   settings=dict(doc.get("settings") or {}), environment=dict(doc.get("environment") or {}))
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON document written by :func:`write_results` (summary added there)."""
         return {
-            "format": "elasticopt-bench/1",
+            "format": BENCH_FORMAT,
             "settings": dict(self.settings),
             "environment": dict(self.environment),
             "ok": self.ok,

@@ -76,8 +76,26 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _commit() -> str | None:
+    """The git commit of the elasticopt checkout that runs (``+dirty`` with uncommitted changes); None outside one."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=5)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
 def environment() -> dict[str, Any]:
-    """Where the benchmark ran: Python, platform, CPUs, load, package versions."""
+    """Where the benchmark ran: Python, platform, CPUs, load, package versions, the checkout's commit."""
     try:
         load = list(os.getloadavg())
     except OSError:  # pragma: no cover - not on every platform
@@ -91,6 +109,7 @@ def environment() -> dict[str, Any]:
         "load_average": load,
         "packages": _versions(),
         "reference_ops_per_s": REFERENCE_OPS_PER_S,
+        "commit": _commit(),
     }
 
 

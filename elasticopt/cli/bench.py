@@ -25,6 +25,7 @@ interrupted (the partial results are written).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from rich.markup import escape
@@ -108,6 +109,10 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--out", default="bench-results", metavar="DIR",
                    help="folder for rows.csv, results.json and the plots (default: bench-results)")
     p.add_argument("--no-plots", action="store_true", help="do not write the PNG plots")
+    p.add_argument("--merge", action="extend", nargs="+", default=None, metavar="RESULTS",
+                   help="solve nothing: merge earlier runs' results.json (files or --out folders; same solvers and "
+                   "settings, distinct instances) into one benchmark, written to --out and --markdown, e.g. a suite "
+                   "run one seed at a time; takes --suite, --shift-s, --out, --markdown, --no-plots")
     p.set_defaults(func=run)
     return p
 
@@ -197,6 +202,8 @@ def _command(args: argparse.Namespace) -> str:
     import shlex
 
     parts = ["elasticopt", "bench"]
+    if args.merge:
+        parts += ["--merge"] + [str(m) for m in args.merge]
     if args.suite:
         parts += ["--suite", args.suite]
     for flag, vals in (("--solver", args.solver), ("--family", args.family), ("--jobs", args.jobs),
@@ -216,10 +223,37 @@ def _command(args: argparse.Namespace) -> str:
     return shlex.join(parts)
 
 
+#: What --merge cannot take: how to measure is in the merged files already.
+_NOT_WITH_MERGE = ("solver", "family", "jobs", "gpus", "seeds", "family_option", "instances", "repeats",
+                   "time_limit_s", "cross", "no_warmup", "no_reduce", "no_lp")
+
+
+def _merged(args: argparse.Namespace, console: Console) -> BenchResult:
+    """The benchmark of ``--merge`` (no solve): earlier runs' results in one."""
+    from elasticopt.benchmarking.merge import load_result, merge_results
+
+    given = [f"--{k.replace('_', '-')}" for k in _NOT_WITH_MERGE if getattr(args, k) not in (None, False, [])]
+    if args.order != "interleaved":
+        given.append("--order")
+    if given:
+        raise ValidationError("--merge", "only --suite, --shift-s, --out, --markdown and --no-plots beside it "
+                              "(the merged files say how they were measured)", " ".join(given))
+    result = merge_results([load_result(m) for m in args.merge], sources=list(args.merge))
+    st = result.settings
+    console.print(f"merged {len(args.merge)} run(s): {len(result.instances)} instance(s), {len(result.rows)} "
+                  f"timed solve(s), time limit {st.get('time_limit_s') or 'none'} s", highlight=False)
+    return result
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``elasticopt bench``; see the module docstring for exit codes."""
-    specs = _specs(args)
     suite = get_suite(args.suite) if args.suite else None
+    console = Console(width=max(Console().width, 160))
+    if args.merge:
+        shift = args.shift_s if args.shift_s is not None else (suite.shift_s if suite else DEFAULT_SHIFT_S)
+        result = _merged(args, console)
+        return _report(args, console, result, suite, shift, [r.name for r in result.instances])
+    specs = _specs(args)
     solver_arg = args.solver if args.solver or suite is None else suite.installed_solvers()
     solvers = resolve_solvers(solver_arg)  # fail on unknown names before any work
     if args.repeats is None:
@@ -229,7 +263,6 @@ def run(args: argparse.Namespace) -> int:
     shift = args.shift_s if args.shift_s is not None else (suite.shift_s if suite else DEFAULT_SHIFT_S)
     if not shift > 0:
         raise ValidationError("--shift-s", "a number of seconds > 0", args.shift_s)
-    console = Console(width=max(Console().width, 160))
     console.print(f"[bold]{len(specs)}[/] instance(s) x [bold]{len(solvers)}[/] solver(s) "
                   f"({escape(', '.join(s.label for s in solvers))}), {args.repeats} repeat(s)"
                   f"{'' if args.no_warmup else ' + warm-up'}, time limit {limit or 'none'} s", highlight=False)
@@ -252,6 +285,16 @@ def run(args: argparse.Namespace) -> int:
         result = run_benchmark(solvers, specs, repeats=args.repeats, warmup=not args.no_warmup, order=args.order,
                                time_limit_s=limit, reduce=not args.no_reduce, progress=on_event,
                                lp_relaxation=not args.no_lp)
+    # the command that measured these rows, kept in results.json (a merged page lists every run's)
+    result = dataclasses.replace(result, settings={**result.settings, "command": _command(args)})
+    return _report(args, console, result, suite, shift, [s.name for s in specs])
+
+
+def _report(args: argparse.Namespace, console: Console, result: BenchResult, suite: Any, shift: float,
+            ran_names: list[str]) -> int:
+    """Print the tables, write the files and the page; the exit code."""
+    if not shift > 0:
+        raise ValidationError("--shift-s", "a number of seconds > 0", args.shift_s)
     console.print(summary_table(result))
     if result.rows:
         console.print(solver_table(result, shift))
@@ -289,7 +332,7 @@ def run(args: argparse.Namespace) -> int:
         from elasticopt._io import atomic_write_text
         from elasticopt.benchmarking.markdown import markdown_report
 
-        ran = {s.name for s in specs}
+        ran = set(ran_names)
         not_run = [s.name for s in suite.instances() if s.name not in ran] if suite else []
         page = markdown_report(result, command=_command(args), shift_s=shift, suite=suite, not_run=not_run,
                                files_dir=args.out or None, page_path=args.markdown)
