@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from elasticopt.errors import ModelTooLargeError, SolverError, SolverUnavailableError
-from elasticopt.models.placement import place_table
+from elasticopt.models.table_placement import place_table
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.options import OptionRule, check_options
 from elasticopt.solvers.placed_dp import best_placed_exact

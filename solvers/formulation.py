@@ -4,7 +4,7 @@ Columns (variables), in this order:
 
 - ``x[i]`` in {0, 1}, i = 0..m-1: job ``rows[i]`` runs its option ``cols[i]``.
 - Node variables, only on the GPU types where the totals do not imply
-  placement (:func:`~elasticopt.models.placement.types_needing_placement`), and
+  placement (:func:`~elasticopt.models.table_placement.types_needing_placement`), and
   only for packed options i of such a type t, per node n of t with free GPUs:
 
   - ``y[i, n]`` in {0, 1}: option i uses node n;
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from elasticopt.errors import ModelTooLargeError
-from elasticopt.models.placement import types_needing_placement
+from elasticopt.models.table_placement import types_needing_placement
 from elasticopt.models.table import OptionTable
 
 __all__ = ["Formulation", "formulate", "node_columns", "MAX_COLUMNS"]

@@ -12,9 +12,9 @@
 
 On a cluster where the per-type totals do not imply placement (fragmented
 nodes, packed options of sizes that do not divide the node:
-:func:`~elasticopt.models.placement.types_needing_placement`), a step is
+:func:`~elasticopt.models.table_placement.types_needing_placement`), a step is
 taken only if the allocation after it still places on the nodes
-(:func:`~elasticopt.models.placement.place_choice`); a step that does not
+(:func:`~elasticopt.models.table_placement.place_choice`); a step that does not
 place is set aside and the next best is tried.
 
 The result is FEASIBLE (never OPTIMAL): it can be far from the optimum, e.g.
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from elasticopt.models.placement import place_choice, types_needing_placement
+from elasticopt.models.table_placement import place_choice, types_needing_placement
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.registry import register

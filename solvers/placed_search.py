@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from elasticopt.models.placement import place, types_needing_placement
+from elasticopt.models.placement import place
+from elasticopt.models.table_placement import types_needing_placement
 from elasticopt.models.table import OptionTable
 
 __all__ = ["PlacedSearch", "best_placed", "MAX_SUFFIX_CELLS", "DEFAULT_STEPS"]

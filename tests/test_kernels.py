@@ -9,7 +9,8 @@ from elasticopt import solve
 from elasticopt.models import compile_problem
 from elasticopt.solvers.dp.reduced_costs import quick_proof_multi
 from elasticopt.models.kernels import NEG, check_choice, keep_index
-from elasticopt.models.placement import node_name, place, place_choice
+from elasticopt.models.placement import node_name, place
+from elasticopt.models.table_placement import place_choice
 from elasticopt.models.problem import Pool
 from elasticopt.testing.brute import brute_force
 from elasticopt.testing.strategies import tiny_general_problems

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from elasticopt import solve
 from elasticopt.models import problem_from_dict
-from elasticopt.models.placement import place_table
+from elasticopt.models.table_placement import place_table
 from elasticopt.models.table import compile_problem
 from elasticopt.solvers.placed_dp import BEAM, best_placed_exact, placed_dp
 from elasticopt.solvers.placed_search import best_placed

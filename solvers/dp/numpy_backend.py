@@ -12,7 +12,7 @@ O(n * G * K) time, O(n * G) int8 memory.
 With several GPU types the state is the vector p = (p_1, ..., p_T) of GPUs
 per type (prod_t (G_t + 1) states, flattened); an option of type t with k
 GPUs shifts along axis t only.  The DP sees per-type totals: where packed
-options make placement matter (:func:`~elasticopt.models.placement.types_needing_placement`)
+options make placement matter (:func:`~elasticopt.models.table_placement.types_needing_placement`)
 its optimum is placed afterwards and proven only if that succeeds.
 """
 
