@@ -19,7 +19,8 @@ the solve inside 13-16 ms as in process; a fork server 7-18 ms to start but
 the solve inside 400-800 ms (every child loads the compiled kernels again).
 The child runs only the backend's own code (HiGHS or SCIP, numpy, the
 placement), never jax, whose threads a fork does not copy.  Where the
-platform has no ``fork`` (Windows) the solve runs in process, soft limit as
+platform has no safe ``fork`` (Windows; macOS, whose system libraries are
+not fork-safe with threads) the solve runs in process, soft limit as
 before, and says so in ``stats["isolation"]``.
 
 ``stats["isolated_call_s"]`` is the wall time of the solve call inside the
@@ -33,6 +34,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -55,8 +57,9 @@ def kill_grace_s(time_limit_s: float) -> float:
 
 
 def fork_available() -> bool:
-    """Whether this platform can fork a child process (POSIX)."""
-    return "fork" in multiprocessing.get_all_start_methods()
+    """Whether this platform can fork a child process safely: POSIX, not macOS (whose system libraries are
+    not fork-safe in a process with threads; Python's default start method there is spawn)."""
+    return sys.platform != "darwin" and "fork" in multiprocessing.get_all_start_methods()
 
 
 def _child(conn: Any, call: Callable[[], Solution]) -> None:
