@@ -128,12 +128,12 @@ def test_jax_dp_does_not_recompile_across_job_counts_and_clipping():
             jobs.append(Job(f"j{i}", MeasuredThroughput(pts), 32, 128, 32))
         return Problem(Cluster(G), tuple(jobs))
 
-    for n in (576, 3):  # warm every chunk size: 576 jobs run as 512 + 64, 3 as 8 (chunk_plan, priced)
+    for n in (590, 130, 9, 3):  # warm every chunk size: at this width one chunk of 1024, 512, 64, 8 (chunk_plan, priced)
         for fixing in (False, True):
             solve(prob(n, 60), "dp", fixing=fixing)
     before = _kernels.cache_info()
     sizes = {key: tuple(f._cache_size() for f in _kernels(*key)) for key in _kernel_keys()}
-    for n in (3, 9, 70, 130, 590):  # different job counts; light load clips the capacity
+    for n in (3, 5, 9, 40, 70, 130, 300, 590, 1000):  # different job counts; light load clips the capacity
         for fixing in (False, True):
             sol = solve(prob(n, 60), "dp", fixing=fixing)
             assert sol.status is Status.OPTIMAL
@@ -167,8 +167,8 @@ def test_chunk_plan_by_cost(n, ops_per_job):
 
 
 def test_chunk_plan_pads_where_dispatches_cost_more():
-    # n = 1000, K = 8, G = 1024 (length 1088): 2 chunks of 512 instead of 13 chunks
-    assert chunk_plan(1000, 8 * 1088) == [512, 512]
+    # n = 1000, K = 8, G = 1024 (length 1088): one chunk of 1024 instead of 13 chunks
+    assert chunk_plan(1000, 8 * 1088) == [1024]
     assert chunk_plan(600, 8 * 1088) == [512, 64, 64]
     # G = 10^5: a padded job costs more than a dispatch: greedy
     assert chunk_plan(1000, 8 * 100_352) == chunk_plan(1000)

@@ -14,8 +14,8 @@ The packed values are int32 where :func:`~elasticopt.solvers.dp.value_type.value
 proves from the table that none can overflow (exact bounds, decided per call
 before the kernel is chosen; twice the SIMD lanes), int64 otherwise, inside a
 ``jax.enable_x64`` context; an unpacked int64 kernel with a compare-and-select
-argmax remains for widths too large to pack.  Jobs are scanned in chunks of fixed sizes (512, 64, 8;
-the plan of least cost counting ~50 us a chunk call against the padded jobs' work, ``chunk_plan``)
+argmax remains for widths too large to pack.  Jobs are scanned in chunks of fixed sizes (1024, 512, 64,
+8; the plan of least cost counting ~50 us a chunk call against the padded jobs' work, ``chunk_plan``)
 with F carried from chunk to chunk, options are padded to a bucket, the GPU
 axis to a bucket of the problem's full cluster size, and G is a traced
 argument: one compiled kernel pair per (chunk, options bucket, cluster bucket)
@@ -42,7 +42,7 @@ from elasticopt.solvers.dp.reduced_costs import Fixing, Proof, quick_proof_multi
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.dp.jax_kernels import (  # noqa: F401  (CHUNKS, DISPATCH_OPS, CLOCK_OPS, timed_plan: tests)
-    CHUNKS, CLOCK_OPS, DISPATCH_OPS, MULTI_MIN_STATES, MULTI_STEPS, ONE_CHUNK_OPS, TIMED_OUT, _kernels, _kernels_multi,
+    CHUNKS, CLOCK_OPS, DISPATCH_OPS, GROUP_CHUNK, MULTI_MIN_STATES, MULTI_STEPS, ONE_CHUNK_OPS, TIMED_OUT, _kernels, _kernels_multi,
     _scan, bucket, chunk_plan, timed_plan)
 from elasticopt.solvers.dp.packed import backtrack, kernel_values
 from elasticopt.solvers.dp.value_type import ValueType, value_type
@@ -179,7 +179,7 @@ class JaxDP(Backend):
         n, K = table.gpus.shape
         G = table.capacity
         width, length = bucket(max(K, width_for, 1), 1, 4), bucket(max(G, length_for) + 1, 8, 16)
-        big = CHUNKS[0]
+        big = GROUP_CHUNK
         one_chunk = one_chunk and big * width * length <= ONE_CHUNK_OPS
         plan = [big] * max(1, -(-n // big)) if one_chunk else chunk_plan(n, width * length)
         n_pad = sum(plan)
