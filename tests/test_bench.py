@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import time
 
 import numpy as np
@@ -196,6 +197,8 @@ def test_cli_tiny_family_exit_0(tmp_path, capsys):
     text = capsys.readouterr().out
     assert rc == 0, text
     assert "agree" in text and "DISAGREE" not in text
+    # output that is not a terminal (a log file) gets a line per solve instead of the live bar
+    assert re.search(r"^\[1/\d+\] uniform-n8-g8-s0 \S+ warm-up: OPTIMAL [0-9.]+ m?s$", text, re.M), text
     for name in ("rows.csv", "results.json", "time_vs_n.png", "time_vs_G.png"):
         assert (out / name).stat().st_size > 0
     assert (out / "time_vs_n.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

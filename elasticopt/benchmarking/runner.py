@@ -51,7 +51,7 @@ DP_SOLVERS = ("dp", "numpy-dp")
 class BenchEvent:
     """Progress report: ``phase`` is "instance" (loaded), "start" or "done" (a solve).
 
-    ``repeat`` is 0 for the warm-up solve, 1..R for timed ones.
+    ``repeat`` is 0 for the warm-up solve, 1..R for timed ones; ``seconds`` the solve's total time ("done").
     """
 
     phase: str
@@ -59,6 +59,7 @@ class BenchEvent:
     solver: str = ""
     repeat: int = 0
     status: str = ""
+    seconds: float | None = None
 
 
 def count_solves(n_instances: int, n_solvers: int, repeats: int, warmup: bool = True) -> int:
@@ -213,7 +214,7 @@ def _bench_instance(
             notify(BenchEvent("start", spec.name, s.label, r))
             sol, wall = _solve_once(s, table, time_limit_s)
             ok, errs = check(sol)
-            notify(BenchEvent("done", spec.name, s.label, r, sol.status.name))
+            notify(BenchEvent("done", spec.name, s.label, r, sol.status.name, wall))
             if r == 0:
                 warm[s.label] = wall
                 if sol.status is Status.LIMIT and repeats > 0:

@@ -272,7 +272,15 @@ def run(args: argparse.Namespace) -> int:
                   console=console, transient=False, auto_refresh=False) as bar:
         task = bar.add_task("starting", total=total)
 
+        log = not console.is_terminal  # no live bar in a log file: one line per solve instead
+        done = [0]
+
         def on_event(ev: BenchEvent) -> None:
+            if log and ev.phase == "done":
+                done[0] += 1
+                what = "warm-up" if ev.repeat == 0 else f"repeat {ev.repeat}/{args.repeats}"
+                console.print(f"[{done[0]}/{total}] {ev.instance} {ev.solver} {what}: {ev.status} "
+                              f"{_t(ev.seconds)}", highlight=False, markup=False)
             if ev.phase == "instance":
                 bar.update(task, description=f"{ev.instance}: compiled", refresh=True)
             elif ev.phase == "start":
