@@ -242,7 +242,8 @@ class Backend(ABC):
                                        **opts),
                     solver=self.name, time_limit_s=time_limit_s, extra_stats=extra_stats, scale=table.scale,
                     tie_scale=table.tie_scale)
-            extra_stats = {**(extra_stats or {}), "isolation": "none (no fork on this platform): a soft limit"}
+            extra_stats = {**(extra_stats or {}),
+                           "isolation": "none (no safe fork here: Windows, macOS or a daemonic worker): a soft limit"}
         common = {"scale": table.scale, "tie_scale": table.tie_scale, "solver": self.name}
         t0 = time.perf_counter()
         deadline = None if time_limit_s is None else t0 + time_limit_s

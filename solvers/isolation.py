@@ -20,7 +20,8 @@ the solve inside 400-800 ms (every child loads the compiled kernels again).
 The child runs only the backend's own code (HiGHS or SCIP, numpy, the
 placement), never jax, whose threads a fork does not copy.  Where the
 platform has no safe ``fork`` (Windows; macOS, whose system libraries are
-not fork-safe with threads) the solve runs in process, soft limit as
+not fork-safe with threads), and in a daemonic ``multiprocessing`` worker
+(which may not have children), the solve runs in process, soft limit as
 before, and says so in ``stats["isolation"]``.
 
 ``stats["isolated_call_s"]`` is the wall time of the solve call inside the
@@ -57,9 +58,11 @@ def kill_grace_s(time_limit_s: float) -> float:
 
 
 def fork_available() -> bool:
-    """Whether this platform can fork a child process safely: POSIX, not macOS (whose system libraries are
-    not fork-safe in a process with threads; Python's default start method there is spawn)."""
-    return sys.platform != "darwin" and "fork" in multiprocessing.get_all_start_methods()
+    """Whether this process can fork a solver child safely: POSIX, not macOS (whose system libraries are
+    not fork-safe in a process with threads; Python's default start method there is spawn), and not itself a
+    daemonic ``multiprocessing`` worker (which may not have children: a ``multiprocessing.Pool``'s)."""
+    return (sys.platform != "darwin" and "fork" in multiprocessing.get_all_start_methods()
+            and not multiprocessing.current_process().daemon)
 
 
 def _child(conn: Any, call: Callable[[], Solution]) -> None:

@@ -157,3 +157,17 @@ def test_bench_times_an_isolated_solve_inside_the_child():
                          time_limit_s=30, lp_relaxation=False)
     (row,) = real.rows
     assert row.status == "OPTIMAL" and row.verified and 0 < row.total_s < 30
+
+
+def _in_pool_worker(table):
+    sol = _Stubborn().solve(table, time_limit_s=5.0, sleep_s=0.0)
+    return sol.status.name, sol.stats["isolation"]
+
+
+def test_a_daemonic_pool_worker_solves_in_process(small_table):
+    # a multiprocessing.Pool's workers are daemonic and may not have children: no fork there, a soft limit
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        status, how = pool.apply(_in_pool_worker, (small_table,))
+    assert status == "FEASIBLE" and "daemonic" in how
