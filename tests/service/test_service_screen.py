@@ -158,3 +158,25 @@ def test_assembled_value_jobs_equal_checked_ones(specs):
     else:
         assert fast.jobs == checked.jobs and fast == checked
         assert all(type(j.values) is type(c.values) for j, c in zip(fast.jobs, checked.jobs))
+
+
+def _translated(doc, screened):
+    from elasticopt.models import problem_to_dict
+    from elasticopt.service.translate import translate
+
+    try:
+        return problem_to_dict(translate(copy.deepcopy(doc), screened).problem)
+    except ServiceError as exc:
+        return exc.to_dict()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_mutated(), min_size=1, max_size=3), st.sampled_from([{"gpus": 8}, {"pools": {
+    "a": {"nodes": 2, "gpus_per_node": 4}, "v100": {"nodes": 1, "gpus_per_node": 8}}}]))
+def test_translation_of_a_screened_request_skips_only_a_repeated_schema_pass(jobs, cluster):
+    # a screened request the request schema passed is translated without the instance loader's schema pass
+    # (translate: _trusted): the same problem, or the same error, as the translation with every check
+    doc = {"format": "elasticopt-request/1", "cluster": cluster, "jobs": jobs}
+    if _outcome(copy.deepcopy(doc)) != "ok":
+        return
+    assert _translated(doc, True) == _translated(doc, False)
