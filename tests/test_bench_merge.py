@@ -105,3 +105,23 @@ def test_merge_refuses_runs_measured_differently_or_sharing_instances(two_runs, 
     assert main(["bench", "--merge", str(tmp_path / "cut.json")]) == 2
     err = capsys.readouterr().err
     assert "rows[1]" in err and "missing total_s" in err
+
+
+def test_shards_partition_the_instances_and_merge_back(tmp_path, capsys):
+    # --shard K/N runs instances K, K+N, ...; the parts' results merge into the benchmark of them all
+    base = ["bench", "--solver", "numpy-dp", "--family", "uniform", "mck-strongly", "--jobs", "6", "--gpus", "8",
+            "--seeds", "0", "1", "2", "--repeats", "1", "--no-lp", "--no-plots"]
+    names = []
+    for k in (1, 2, 3, 4):
+        assert main(base + ["--shard", f"{k}/4", "--out", str(tmp_path / f"p{k}")]) == 0
+        names.append([r.name for r in load_result(tmp_path / f"p{k}").instances])
+    flat = [n for part in names for n in part]
+    assert len(flat) == len(set(flat)) == 6 and all(names)  # disjoint, every instance once, no part empty
+    assert "--shard 2/4" in load_result(tmp_path / "p2").settings["command"]
+    assert main(["bench", "--merge"] + [str(tmp_path / f"p{k}") for k in (1, 2, 3, 4)]
+                + ["--out", str(tmp_path / "all"), "--no-plots"]) == 0
+    merged = load_result(tmp_path / "all")
+    assert sorted(r.name for r in merged.instances) == sorted(flat) and merged.ok
+    capsys.readouterr()
+    assert main(base + ["--shard", "5/4"]) == 2
+    assert "1 <= K <= N" in capsys.readouterr().err

@@ -7,6 +7,8 @@ Examples::
         --jobs 200 1000 --gpus 256 1024 --seeds 0 1 2 --out results/
     elasticopt bench --instances 'instances/*.json' --time-limit-s 30
     elasticopt bench --suite reference --seeds 0 --time-limit-s 10 --markdown docs/benchmarks.md
+    elasticopt bench --suite reference --shard 2/4 --out part2     # one of 4 machines; then:
+    elasticopt bench --merge part1 part2 part3 part4 --suite reference --out all --markdown page.md
 
 After the medians per size it prints, per solver, the solved count and the
 shifted geometric mean of total time (unsolved at the limit), the times to
@@ -109,12 +111,23 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--out", default="bench-results", metavar="DIR",
                    help="folder for rows.csv, results.json and the plots (default: bench-results)")
     p.add_argument("--no-plots", action="store_true", help="do not write the PNG plots")
+    p.add_argument("--shard", type=_shard_arg, default=None, metavar="K/N",
+                   help="run only the K-th of N interleaved parts of the instances (instances K, K+N, K+2N, ... "
+                   "in order), e.g. one part per machine; then --merge the parts' results")
     p.add_argument("--merge", action="extend", nargs="+", default=None, metavar="RESULTS",
                    help="solve nothing: merge earlier runs' results.json (files or --out folders; same solvers and "
                    "settings, distinct instances) into one benchmark, written to --out and --markdown, e.g. a suite "
                    "run one seed at a time; takes --suite, --shift-s, --out, --markdown, --no-plots")
     p.set_defaults(func=run)
     return p
+
+
+def _shard_arg(text: str) -> tuple[int, int]:
+    """``K/N`` with 1 <= K <= N."""
+    k, slash, n = text.partition("/")
+    if slash and k.strip().isdigit() and n.strip().isdigit() and 1 <= int(k) <= int(n):
+        return int(k), int(n)
+    raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N (e.g. 2/4), found {text!r}")
 
 
 def _family_options(items: list[str] | None) -> dict[str, Any]:
@@ -131,7 +144,7 @@ def _specs(args: argparse.Namespace) -> list:
     specs = []
     if args.suite:
         specs = get_suite(args.suite).instances(families=args.family, jobs=args.jobs, gpus=args.gpus, seeds=args.seeds)
-        return specs + (file_instances(args.instances) if args.instances else [])
+        return _part(args, specs + (file_instances(args.instances) if args.instances else []))
     if args.family or args.jobs or args.gpus:
         if not (args.family and args.jobs and args.gpus):
             raise ValidationError("--family/--jobs/--gpus", "all three for generated instances",
@@ -143,7 +156,19 @@ def _specs(args: argparse.Namespace) -> list:
     if not specs:
         raise ValidationError("instances", "--family F --jobs N --gpus G, or --instances GLOB", "neither",
                               "e.g. elasticopt bench --family paper --jobs 1000 --gpus 1024")
-    return specs
+    return _part(args, specs)
+
+
+def _part(args: argparse.Namespace, specs: list) -> list:
+    """The instances of ``--shard K/N``: the K-th of every N, in order (each part mixes families and sizes)."""
+    if not args.shard:
+        return specs
+    k, n = args.shard
+    part = specs[k - 1 :: n]
+    if not part:
+        raise ValidationError("--shard", f"a part with instances (there are {len(specs)})", f"{k}/{n}",
+                              f"use at most {len(specs)} parts")
+    return part
 
 
 def _t(x: float | None) -> str:
@@ -211,6 +236,8 @@ def _command(args: argparse.Namespace) -> str:
                        ("--instances", args.instances)):
         if vals:
             parts += [flag] + [str(v) for v in vals]
+    if args.shard:
+        parts += ["--shard", f"{args.shard[0]}/{args.shard[1]}"]
     for flag, val in (("--repeats", args.repeats), ("--time-limit-s", args.time_limit_s), ("--shift-s", args.shift_s),
                       ("--order", None if args.order == "interleaved" else args.order), ("--out", args.out),
                       ("--markdown", args.markdown)):
@@ -225,7 +252,7 @@ def _command(args: argparse.Namespace) -> str:
 
 #: What --merge cannot take: how to measure is in the merged files already.
 _NOT_WITH_MERGE = ("solver", "family", "jobs", "gpus", "seeds", "family_option", "instances", "repeats",
-                   "time_limit_s", "cross", "no_warmup", "no_reduce", "no_lp")
+                   "time_limit_s", "cross", "no_warmup", "no_reduce", "no_lp", "shard")
 
 
 def _merged(args: argparse.Namespace, console: Console) -> BenchResult:
