@@ -123,5 +123,6 @@ def test_shards_partition_the_instances_and_merge_back(tmp_path, capsys):
     merged = load_result(tmp_path / "all")
     assert sorted(r.name for r in merged.instances) == sorted(flat) and merged.ok
     capsys.readouterr()
-    assert main(base + ["--shard", "5/4"]) == 2
-    assert "1 <= K <= N" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # argparse refuses it, exit 2
+        main(base + ["--shard", "5/4"])
+    assert exc.value.code == 2 and "1 <= K <= N" in capsys.readouterr().err
