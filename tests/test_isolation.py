@@ -29,12 +29,14 @@ class _Stubborn(Backend):
     name = "fake-stubborn"
     exact = False
     capabilities = Capabilities(time_limit=True, time_limit_overruns=True)
-    default_options = {"sleep_s": 30.0, "crash": "", "pid_file": ""}
+    default_options = {"sleep_s": 30.0, "crash": "", "pid_file": "", "own_pid_file": ""}
 
     def build(self, table, options):
         return table
 
     def run(self, model, time_limit_s, options):
+        if options["own_pid_file"]:
+            Path(options["own_pid_file"]).write_text(str(os.getpid()))
         if options["pid_file"]:  # a process of its own, as Pyomo starts cbc or glpk
             child = subprocess.Popen(["sleep", "60"])
             Path(options["pid_file"]).write_text(str(child.pid))
@@ -171,3 +173,24 @@ def test_a_daemonic_pool_worker_solves_in_process(small_table):
     with multiprocessing.get_context("fork").Pool(1) as pool:
         status, how = pool.apply(_in_pool_worker, (small_table,))
     assert status == "FEASIBLE" and "daemonic" in how
+
+
+def test_ctrl_c_in_the_caller_kills_the_solver_and_interrupts(small_table, tmp_path):
+    # the child is in its own process group (a terminal's Ctrl-C reaches only the caller, not SCIP's own
+    # SIGINT handler); the caller's KeyboardInterrupt kills it on the way out
+    import threading
+
+    own = tmp_path / "own"
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _Stubborn().solve(small_table, time_limit_s=30.0, own_pid_file=str(own))
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert time.perf_counter() - t0 < 10
+    pid = int(own.read_text())
+    assert _state(pid) in ("gone", "Z"), f"the solver process {pid} outlived the interrupt"
