@@ -68,6 +68,16 @@ def test_cli_merge_writes_the_files_and_a_page_naming_every_run(two_runs, tmp_pa
     assert "elasticopt bench --merge" in text and "merged from 2 runs" in text
     assert str(fa) in text and "uniform-n8-g16-s1" in text
     assert "its command was not recorded" in text  # written by write_results, not by the CLI
+    # how each run held its time limit: milp (whose library can overrun it) in a forked process
+    assert "milp ran in a forked process killed at the limit" in text and "; milp in a forked process" in text
+    assert [r["isolated"] for r in doc["settings"]["merged"]] == [["milp"], ["milp"]]
+
+
+def test_a_run_without_a_limit_says_every_solver_ran_in_process(tmp_path):
+    from elasticopt.benchmarking.markdown import markdown_report
+
+    res = _run(3, time_limit_s=None)
+    assert "Every solver ran in this process" in markdown_report(res, command="x")
 
 
 def test_a_cli_run_records_its_command_and_the_merged_page_lists_it(tmp_path):

@@ -22,6 +22,7 @@ from elasticopt.benchmarking.measures import (
     performance_profile,
     solver_summaries,
 )
+from elasticopt.benchmarking.merge import isolated_solvers
 from elasticopt.benchmarking.rows import BenchResult
 
 __all__ = ["markdown_report"]
@@ -45,6 +46,21 @@ def _gap(x: float | None) -> str:
     return "-" if x is None else ("0" if x == 0 else f"{x:.2e}")
 
 
+def _isolation(st: dict[str, Any]) -> str:
+    """How the run(s) enforced the time limit of backends whose libraries overrun it."""
+    runs = st.get("merged") or [{"isolated": isolated_solvers(st)}]
+    sets = {tuple(r.get("isolated") or ()) for r in runs}
+    if sets == {()}:
+        return ("Every solver ran in this process: a library that overran its limit (HiGHS, SCIP) shows its real "
+                "time, counted unsolved (runs from before the hard limit, or without a time limit).")
+    how = ("in a forked process killed at the limit plus max(1 s, 5 %) (`elasticopt/solvers/isolation.py`), "
+           "timed inside it")
+    if len(sets) == 1:
+        return f"{', '.join(next(iter(sets)))} ran {how}."
+    return (f"Runs differ (listed below): where named, those solvers ran {how}; elsewhere in this process, a library "
+            "that overran its limit showing its real time.")
+
+
 def _merged_lines(runs: Sequence[dict[str, Any]], env: dict[str, Any]) -> list[str]:
     """One line per run of a merged benchmark (``elasticopt bench --merge``)."""
     if not runs:
@@ -57,6 +73,8 @@ def _merged_lines(runs: Sequence[dict[str, Any]], env: dict[str, Any]) -> list[s
                    f"{float(r.get('elapsed_s') or 0):.0f} s, load at start {load or '-'}, commit "
                    f"{r.get('commit') or 'not recorded'}"
                    + (f", packages {', '.join(f'{k} {v}' for k, v in sorted(diff.items()))}" if diff else "")
+                   + (f"; {', '.join(r['isolated'])} in a forked process" if r.get("isolated") else
+                      "; every solver in process")
                    + ("; **interrupted**" if r.get("interrupted") else ""))
     return out
 
@@ -102,9 +120,7 @@ def markdown_report(result: BenchResult, *, command: str, shift_s: float = DEFAU
         f"count at {'the time limit, ' + format(limit, 'g') + ' s' if limit else f'the largest time measured, {pen:.3g} s (no time limit)'}.",
         "- **Solved**: every timed repeat proved its answer, passed `verify` and agreed with the other proofs.",
         "- **Total time**: the whole `solve` call on the compiled, reduced table (build + run + extract + "
-        "placement); compiling and reducing the table is shared by all solvers and not in it. Backends whose "
-        "libraries can overrun their limit (milp, scip, pyomo) run under a time limit in a forked process, killed "
-        "at the limit plus max(1 s, 5 %) (`elasticopt/solvers/isolation.py`); their time is the call inside it.",
+        "placement); compiling and reducing the table is shared by all solvers and not in it. " + _isolation(st),
         "- **Performance profile** (Dolan and Moré 2002): rho_s(tau) = fraction of instances solved within tau "
         "times the fastest solver's time; instances no solver solved are left out.",
         "- **First incumbent / optimum found**: from the start of the solve call to the first improving solution "

@@ -21,7 +21,7 @@ from typing import Any
 from elasticopt.benchmarking.rows import BenchResult
 from elasticopt.errors import ValidationError
 
-__all__ = ["load_result", "merge_results", "MUST_AGREE"]
+__all__ = ["load_result", "merge_results", "isolated_solvers", "MUST_AGREE"]
 
 #: Settings every merged run must share (what makes their times comparable).
 MUST_AGREE = ("repeats", "warmup", "time_limit_s", "reduce", "order")
@@ -48,6 +48,15 @@ def load_result(path: str | Path) -> BenchResult:
     except json.JSONDecodeError as exc:
         raise ValidationError(f"{p}: line {exc.lineno}", "JSON", exc.msg) from None
     return BenchResult.from_dict(doc, where=str(p))
+
+
+def isolated_solvers(settings: dict[str, Any]) -> list[str]:
+    """Labels of the solvers a run ran in a forked process under its time limit (``time_limit_overruns``,
+    :mod:`elasticopt.solvers.isolation`); none for runs without a limit or from before that existed."""
+    if not settings.get("time_limit_s"):
+        return []
+    return [s.get("label") for s in settings.get("solvers", [])
+            if (s.get("capabilities") or {}).get("time_limit_overruns")]
 
 
 def _labels(result: BenchResult) -> list[str]:
@@ -94,6 +103,7 @@ def merge_results(results: Sequence[BenchResult], sources: Sequence[str] | None 
         st, env = res.settings, res.environment
         runs.append({"source": src, "command": st.get("command"), "started_utc": st.get("started_utc"), "elapsed_s": st.get("elapsed_s"),
                      "instances": len(res.instances), "interrupted": bool(st.get("interrupted")),
+                     "isolated": isolated_solvers(dict(st)),
                      "load_average": env.get("load_average"), "commit": env.get("commit"),
                      "packages": env.get("packages")})
     settings = dict(first.settings)
