@@ -74,7 +74,9 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  elasticopt bench --family paper --jobs 1000 --gpus 1024 --repeats 5\n"
         "  elasticopt bench --solver dp milp cpsat:num_workers=8 --family uniform --jobs 200 1000 "
-        "--gpus 256 1024 --seeds 0 1 2\n  elasticopt bench --instances 'instances/*.json' --time-limit-s 30",
+        "--gpus 256 1024 --seeds 0 1 2\n  elasticopt bench --instances 'instances/*.json' --time-limit-s 30\n"
+        "  elasticopt bench --suite reference --shard 2/4 --out part2        # one of 4 machines, then:\n"
+        "  elasticopt bench --merge part1 part2 part3 part4 --suite reference --out all --markdown page.md",
     )
     p.add_argument("--solver", action="extend", nargs="+", default=None, metavar="NAME",
                    help="backend name, NAME:key=value,... for options, or 'all' (default: every installed backend)")
