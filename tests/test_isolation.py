@@ -166,6 +166,7 @@ def _in_pool_worker(table):
     return sol.status.name, sol.stats["isolation"]
 
 
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")  # jax's, on this test's own Pool
 def test_a_daemonic_pool_worker_solves_in_process(small_table):
     # a multiprocessing.Pool's workers are daemonic and may not have children: no fork there, a soft limit
     import multiprocessing
