@@ -142,7 +142,7 @@ def markdown_report(result: BenchResult, *, command: str, shift_s: float = DEFAU
         f"- cross-check: {'every result verified, proven optima agree' if result.ok else '**DISAGREEMENTS** below'}"
         f"; {len(result.errors)} ERROR run(s)",
     ]
-    if env.get("commit"):
+    if env.get("commit") and not runs:  # a merged benchmark names each run's commit below
         lines.append(f"- elasticopt commit {env['commit']}")
     lines += _merged_lines(runs, env)
     lines.append("")
