@@ -86,15 +86,19 @@ PLACEMENT_REASONS = frozenset({Reason.NOT_PLACEABLE, Reason.PLACEMENT_STEPS})
 def warm_up_requests() -> list[dict[str, Any]]:
     """Requests whose solves compile the DP's kernels for small clusters (see :meth:`AllocationService.warm_up`):
     one to three pools (multi-type states up to 1024), 8 and 72 jobs (job chunks of 8 and 64), one option per
-    pool or three (option widths 4 and 8-16)."""
+    pool or three (option widths 4 and 8-16); on several pools the same with every other job's options on one
+    pool only (the type split's one-type group kernels, in the int32 and int64 value types the two sizes
+    reach: a Gavel job too large for a pool)."""
     docs = []
     for pools in ({"gpu": 8}, {"v100": 2, "k80": 4}, {"v100": 4, "p100": 4, "k80": 4}, {"v100": 8, "p100": 8, "k80": 8}):
-        for n in (8, 72):
+        names = list(pools)
+        for n, split in ((8, False), (72, False)) + (((8, True), (72, True)) if len(pools) > 1 else ()):
             for sizes in ((1,), (1, 2, 4)):
                 jobs = []
                 for i in range(n):
+                    on = [names[(i // 2) % len(names)]] if split and i % 2 else names  # one pool: a group's job
                     opts = [{"gpus": k, "pool": t, "value": 1.0 + 0.01 * ((i * 7 + k * 3) % 11) + 0.1 * k}
-                            for t in pools for k in sizes if k <= pools[t]]
+                            for t in on for k in sizes if k <= pools[t]]
                     jobs.append({"id": f"w{i}", "options": opts})
                 docs.append({
                     "format": REQUEST_FORMAT, "id": "warm-up", "objective": VALUES, "verify": False,
