@@ -9,7 +9,7 @@ with an int8 argmax row per job, then the backtrack), compiled here with
 on the same arrays as the dp backend's kernel (the jax scan of
 ``solvers/dp/jax_kernels.py``, fixing off so the whole table is scanned).  Both return
 the optimum; the script checks they agree.  Prints the median seconds of each
-(calls interleaved, round after round), int64 max-plus operations per second
+(calls interleaved, round after round; p10 and minimum beside them), int64 max-plus operations per second
 (n x K x (G + 1)) and the ratio C / jax (>= 1: the jax kernel is at least as
 fast as the C reference).  The dp picks its kernel's value type per table
 (``solvers/dp/value_type.py``: packed int32 or int64); the unpacked int64
@@ -156,14 +156,17 @@ def main(argv: list[str] | None = None) -> int:
     ops = n * K * (G + 1)
     print(f"n={n} K={K} G={G}: {ops:.3g} max-plus operations per solve, optimum {ref} (all agree)")
     med = {name: statistics.median(ts) for name, ts in times.items()}
+    p10 = {name: sorted(ts)[len(ts) // 10] for name, ts in times.items()}
     for label, m in med.items():
-        print(f"  {label:36s} median {m * 1e3:8.2f} ms   {ops / m:.3g} ops/s")
+        print(f"  {label:36s} median {m * 1e3:8.2f} ms   {ops / m:.3g} ops/s   (p10 {p10[label] * 1e3:.2f} ms, "
+              f"min {min(times[label]) * 1e3:.2f} ms)")
     c, j = med["C reference (cc -O3, 1 core)"], med[name]
     print(f"  unpacked int64 / jax = {med['dp jax, unpacked int64 (before)'] / j:.2f}  (the packing's speed-up)")
     g = med[f"dp jax, greedy chunks {len(greedy['plan'])} (before)"]
     print(f"  greedy plan / jax = {g / j:.2f}  (the priced chunk plan's speed-up: {len(model['plan'])} chunks "
           f"instead of {len(greedy['plan'])}); C / greedy = {c / g:.2f}")
-    print(f"  C / jax = {c / j:.2f}  (>= 1: the jax kernel at or above the C reference)")
+    print(f"  C / jax = {c / j:.2f}  (>= 1: the jax kernel at or above the C reference; at p10 "
+          f"{p10['C reference (cc -O3, 1 core)'] / p10[name]:.2f})")
     return 0
 
 

@@ -132,14 +132,14 @@ def test_jax_dp_does_not_recompile_across_job_counts_and_clipping():
         for fixing in (False, True):
             solve(prob(n, 60), "dp", fixing=fixing)
     before = _kernels.cache_info()
-    sizes = {key: tuple(f._cache_size() for f in _kernels(*key)) for key in _kernel_keys()}
+    sizes = {key: _kernels(*key)._cache_size() for key in _kernel_keys()}
     for n in (3, 5, 9, 40, 70, 130, 300, 590, 1000):  # different job counts; light load clips the capacity
         for fixing in (False, True):
             sol = solve(prob(n, 60), "dp", fixing=fixing)
             assert sol.status is Status.OPTIMAL
     after = _kernels.cache_info()
     assert after.misses == before.misses  # no new kernel shape
-    assert {key: tuple(f._cache_size() for f in _kernels(*key)) for key in _kernel_keys()} == sizes  # no new XLA compile
+    assert {key: _kernels(*key)._cache_size() for key in _kernel_keys()} == sizes  # no new XLA compile
 
 
 def _kernel_keys():

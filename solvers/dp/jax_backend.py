@@ -42,8 +42,8 @@ from elasticopt.solvers.dp.reduced_costs import Fixing, Proof, quick_proof_multi
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.dp.jax_kernels import (  # noqa: F401  (CHUNKS, DISPATCH_OPS, CLOCK_OPS, timed_plan: tests)
-    CHUNKS, CLOCK_OPS, DISPATCH_OPS, GROUP_CHUNK, MULTI_MIN_STATES, MULTI_STEPS, ONE_CHUNK_OPS, TIMED_OUT, _kernels, _kernels_multi,
-    _scan, bucket, chunk_plan, timed_plan)
+    CHUNKS, CLOCK_OPS, DISPATCH_OPS, GROUP_CHUNK, MULTI_MIN_STATES, MULTI_STEPS, ONE_CHUNK_OPS, TIMED_OUT, _kernels,
+    _kernels_multi, _scan, bucket, chunk_plan, timed_plan, zeros)
 from elasticopt.solvers.dp.packed import backtrack, kernel_values
 from elasticopt.solvers.dp.value_type import ValueType, value_type
 from elasticopt.solvers.dp.windowed import window_dp
@@ -257,13 +257,13 @@ class JaxDP(Backend):
             import jax.numpy as jnp
 
             coords = jnp.asarray(model["coords"])  # read by every chunk: on the device once
-            F = jax.device_put(np.zeros(length, dtype=vt.numpy))  # (jnp.zeros: 47 us; a host array: a second cache entry per kernel)
+            F = zeros(length, vt.dtype)
             plan = timed_plan(model["plan"], width * length, deadline)
 
             def step(c: int, s: int, F: Any) -> Any:
                 sl = slice(s, s + c)
-                return _kernels_multi(c, width, length, T, dtype, vt)[0](F, coords, shift[sl], kk[sl], ty[sl],
-                                                                       util[sl], idle[sl])
+                return _kernels_multi(c, width, length, T, dtype, vt)(F, coords, shift[sl], kk[sl], ty[sl],
+                                                                    util[sl], idle[sl])
 
             scanned = _scan(plan, F, step, deadline)
             if scanned is TIMED_OUT:
@@ -272,9 +272,7 @@ class JaxDP(Backend):
             values = vt.values(np.asarray(F))
 
         def back(p: int) -> np.ndarray:
-            with jax.enable_x64(True):
-                return backtrack(vt, plan, starts, args, tail, shift, p,
-                                 lambda c: _kernels_multi(c, width, length, T, dtype, vt)[1])
+            return backtrack(vt, plan, starts, args, tail, shift, p)
 
         return values, back
 
@@ -285,13 +283,11 @@ class JaxDP(Backend):
         width, length, dtype = model["width"], model["length"], model["dtype"]
         gpus, util, idle, vt = model["gpus"], model["util"], model["idle"], model["value_type"]
         with jax.enable_x64(True):
-            # F[p]: best utility of the jobs so far on <= p GPUs (device_put: 31 us, jnp.zeros 47; a host array
-            # would make a second cache entry, a compile, per kernel: numpy and device arguments are keyed apart)
-            F = jax.device_put(np.zeros(length, dtype=vt.numpy))
+            F = zeros(length, vt.dtype)  # F[p]: best utility of the jobs so far on <= p GPUs
             plan = timed_plan(model["plan"], width * length, deadline)
 
             def step(c: int, s: int, F: Any) -> Any:
-                return _kernels(c, width, length, dtype, vt)[0](F, gpus[s : s + c], util[s : s + c], idle[s : s + c])
+                return _kernels(c, width, length, dtype, vt)(F, gpus[s : s + c], util[s : s + c], idle[s : s + c])
 
             scanned = _scan(plan, F, step, deadline)
             if scanned is TIMED_OUT:
@@ -300,9 +296,7 @@ class JaxDP(Backend):
             values = vt.values(np.asarray(F))
 
         def back(p: int) -> np.ndarray:
-            with jax.enable_x64(True):
-                return backtrack(vt, plan, starts, args, tail, gpus, p,
-                                 lambda c: _kernels(c, width, length, dtype, vt)[1])
+            return backtrack(vt, plan, starts, args, tail, gpus, p)
 
         return values, back
 

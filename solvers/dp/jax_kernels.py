@@ -1,7 +1,8 @@
 """The dp's compiled jax kernels and how jobs are chunked for them (docs/design.md §3).
 
 :func:`_kernels` (one GPU type) and :func:`_kernels_multi` (several, on the flattened state) build the jitted
-forward and backward scans over one chunk of jobs, cached per shape and value type; :func:`chunk_plan` picks
+forward scan over one chunk of jobs, cached per shape and value type (the walk back is a compiled host loop,
+:func:`~elasticopt.solvers.dp.kernels.walk_rows`); :func:`chunk_plan` picks
 the chunk sizes (:data:`CHUNKS`) a job count is scanned in, :func:`timed_plan` splits them under a deadline
 and :func:`_scan` runs the forward scan chunk by chunk.  The backend that prepares the arrays and walks the
 choice back is :mod:`~elasticopt.solvers.dp.jax_backend`.
@@ -13,7 +14,7 @@ import functools
 import time
 from typing import Any
 
-from elasticopt.solvers.dp.packed import job_step, row_option
+from elasticopt.solvers.dp.packed import job_step
 from elasticopt.solvers.dp.value_type import ARGMAX64, ValueType
 
 __all__ = ["bucket", "CHUNKS", "GROUP_CHUNK", "DISPATCH_OPS", "chunk_plan", "ONE_CHUNK_OPS", "CLOCK_OPS", "timed_plan",
@@ -44,7 +45,7 @@ MULTI_STEPS = 1
 MULTI_MIN_STATES = 512
 
 
-#: What one more chunk (a forward and a backward kernel call) costs, in max-plus operations: ~50 us of dispatch
+#: What one more chunk (a forward kernel call and its rows' walk back) costs, in max-plus operations: ~50 us of dispatch
 #: at ~5e9 operations/s (measured with ``benchmarks/bench_kernel.py``: a chunk of 8 jobs at n=1000, K=8, G=1024
 #: takes 63 us, 8 of them 10 us).
 DISPATCH_OPS = 1 << 18
@@ -58,7 +59,7 @@ def chunk_plan(n: int, ops_per_job: int = 0) -> list[int]:
     as it fits in what is left or once more (then nothing is left): padding the last chunk to a larger size
     pays where a padded job costs less than the dispatches it saves (n = 1000 at K = 8, G = 1024: one chunk of
     1024 instead of 512 + 7 x 64 + 5 x 8; 2 x 512 measured 4 % slower, at the minimum, p10 and median of 150
-    calls side by side, the extra forward and backward dispatch).
+    calls side by side, the extra dispatch).
     """
     def plans(rest: int, sizes: tuple[int, ...]) -> list[list[int]]:
         if rest <= 0:
@@ -135,15 +136,25 @@ def _past(deadline: float | None, F: Any) -> bool:
 
 
 
+@functools.lru_cache(maxsize=64)
+def zeros(length: int, dtype: str) -> Any:
+    """The scan's first carry, F = 0 on every state, on the device once per shape: 40 us a call to put it there
+    (jax arrays are immutable and no kernel donates it; a host array would be a second cache entry, a compile,
+    per kernel, as numpy and device arguments are keyed apart).  Called inside ``jax.enable_x64``."""
+    import jax
+    import numpy as np
+
+    return jax.device_put(np.zeros(length, dtype=dtype))
+
+
 @functools.lru_cache(maxsize=256)
 def _kernels(chunk: int, width: int, length: int, arg_dtype: str, vt: ValueType = ARGMAX64):
-    """Jitted forward and backward scans over one chunk of jobs (cached per shape and value type)."""
+    """The jitted forward scan over one chunk of jobs (cached per shape and value type)."""
     import jax
     import jax.numpy as jnp
     from jax import lax
 
     step, finish = job_step(vt, width, length, arg_dtype)
-    option = row_option(vt)  # the option coded in an argmax row's entry
 
     def forward(F, x):
         g, u, idle = x  # g[o], u[o]: GPUs and utility of option o (packed); idle: may this job get 0 GPUs
@@ -154,30 +165,21 @@ def _kernels(chunk: int, width: int, length: int, arg_dtype: str, vt: ValueType 
 
         return step(F, shifted, idle)
 
-    def backward(p, x):
-        a_row, g_row = x
-        o = option(a_row[p])
-        k = jnp.where(o >= 0, g_row[jnp.maximum(o, 0)], 0)
-        return p - k, o
-
     def fwd(F, gpus, util, idle):
         return finish(*lax.scan(forward, F, (gpus, util, idle)))
 
-    def bwd(p, args, gpus):
-        return lax.scan(backward, p, (args, gpus), reverse=True)
-
-    return jax.jit(fwd), jax.jit(bwd)
+    return jax.jit(fwd)
 
 
 @functools.lru_cache(maxsize=256)
 def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype: str, vt: ValueType = ARGMAX64):
-    """Jitted scans over one chunk of jobs on a flattened multi-type state (cached per shape and value type)."""
+    """The jitted forward scan over one chunk of jobs on a flattened multi-type state (cached per shape and value
+    type)."""
     import jax
     import jax.numpy as jnp
     from jax import lax
 
     step, finish = job_step(vt, width, length, arg_dtype)
-    option = row_option(vt)  # the option coded in an argmax row's entry
 
     def forward(carry, x):
         F, coords = carry
@@ -191,17 +193,8 @@ def _kernels_multi(chunk: int, width: int, length: int, n_types: int, arg_dtype:
         F, arg = step(F, shifted, idle)
         return (F, coords), arg
 
-    def backward(p, x):
-        a_row, s_row = x
-        o = option(a_row[p])
-        d = jnp.where(o >= 0, s_row[jnp.maximum(o, 0)], 0)
-        return p - d, o
-
     def fwd(F, coords, shift, k, ty, util, idle):
         (F, _), rows = lax.scan(forward, (F, coords), (shift, k, ty, util, idle))
         return finish(F, rows)
 
-    def bwd(p, args, shift):
-        return lax.scan(backward, p, (args, shift), reverse=True)
-
-    return jax.jit(fwd), jax.jit(bwd)
+    return jax.jit(fwd)

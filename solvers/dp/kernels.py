@@ -1,7 +1,8 @@
-"""Compiled loops of the dp's bounds (numba; docs/design.md §3).
+"""Compiled loops of the dp's bounds and its backtrack (numba; docs/design.md §3).
 
-The quick optimality proof of several GPU types and the Lagrangian choice at
-given multipliers, as plain loops compiled on first use (cached on disk).
+The quick optimality proof of several GPU types, the Lagrangian choice at
+given multipliers and the walk back through the forward scan's argmax rows,
+as plain loops compiled on first use (cached on disk).
 Each states the reference it must agree with (tests/test_kernels.py compares
 them on random inputs).  Float sums are sequential: the Lagrangian margin of
 :mod:`~elasticopt.solvers.dp.lagrangian_bound` holds for any summation order.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["quick_proof_multi", "lagrangian_choice"]
+__all__ = ["quick_proof_multi", "lagrangian_choice", "walk_rows"]
 
 
 @njit(cache=True, nogil=True)
@@ -153,3 +154,31 @@ def lagrangian_choice(u, k, ty, lam, n_types):
             used[ty[j, arg]] += int(k[j, arg])
         total += best
     return total, choice, used
+
+
+@njit(cache=True, nogil=True)
+def walk_rows(rows, steps, p, W, choice):
+    """Walk back through one chunk's argmax rows from state ``p``; returns the state before the chunk.
+
+    ``rows[t, q]``: the entry the forward scan wrote for row t at state q, the option itself (``W == 0``, the
+    unpacked kernel; -1 idle) or a packed value truncated to the row type whose low bits hold the code
+    (``W`` the packing's width: ``W - 1`` idle, ``W - 2 - o`` option o; :func:`~.packed.row_option`).
+    ``steps[t, o]``: how far option o of row t's job moves the state.  Writes ``choice[t]`` (the option, -1
+    idle) for every row, last first.  An option outside ``steps`` (only on an infeasible walk) counts as idle
+    and the state is clamped to the rows, so a bad walk reads no memory outside them.  The reference is the
+    jax scan it replaced (``lax.scan`` over the rows, reverse; tests/test_dp_backtrack.py).
+    """
+    T, L = rows.shape
+    K = steps.shape[1]
+    for t in range(T - 1, -1, -1):
+        q = min(max(p, 0), L - 1)
+        x = np.int64(rows[t, q])
+        if W:
+            code = x & (W - 1)
+            o = -1 if code == W - 1 else W - 2 - code
+        else:
+            o = x
+        choice[t] = o
+        if 0 <= o < K:
+            p -= steps[t, o]
+    return p
