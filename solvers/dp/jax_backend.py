@@ -43,7 +43,7 @@ from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.dp.jax_kernels import (  # noqa: F401  (CHUNKS, DISPATCH_OPS, CLOCK_OPS, timed_plan: tests)
     CHUNKS, CLOCK_OPS, DISPATCH_OPS, GROUP_CHUNK, MULTI_MIN_STATES, MULTI_STEPS, ONE_CHUNK_OPS, TIMED_OUT, _kernels,
-    _kernels_multi, _scan, bucket, chunk_plan, timed_plan, zeros)
+    _kernels_multi, _scan, bucket, chunk_plan, timed_plan, width_segments, zeros)
 from elasticopt.solvers.dp.packed import backtrack, kernel_values
 from elasticopt.solvers.dp.value_type import ValueType, value_type
 from elasticopt.solvers.dp.windowed import window_dp
@@ -181,21 +181,58 @@ class JaxDP(Backend):
         width, length = bucket(max(K, width_for, 1), 1, 4), bucket(max(G, length_for) + 1, 8, 16)
         big = GROUP_CHUNK
         one_chunk = one_chunk and big * width * length <= ONE_CHUNK_OPS
+        valid = table.valid & (table.gpus <= G)  # an option above the capacity can never be chosen
+        segments = None if one_chunk else width_segments(valid.sum(axis=1), width, length)
+        arg_dtype = "int8" if width <= 127 else "int16"
+        vt = vt or value_type(table.utility, table.gpus, valid, table.idle_allowed, length - 1, width,
+                              ("int64",) if one_chunk else ("int32", "int64"))  # (one_chunk: one value type too)
+        if segments:  # (None: one width for all)
+            return JaxDP._segmented(table, valid, segments, width, length, arg_dtype, vt)
         plan = [big] * max(1, -(-n // big)) if one_chunk else chunk_plan(n, width * length)
         n_pad = sum(plan)
         gpus = np.full((n_pad, width), length, dtype=np.int64)  # invalid options shift past the pad: unreachable
         util = np.full((n_pad, width), NEG, dtype=np.int64)
         idle = np.ones(n_pad, dtype=bool)  # padding jobs stay idle
-        valid = table.valid & (table.gpus <= G)  # an option above the capacity can never be chosen
         gpus[:n, :K] = np.where(valid, table.gpus, length)
         util[:n, :K] = np.where(valid, table.utility, NEG)
         idle[:n] = table.idle_allowed
-        arg_dtype = "int8" if width <= 127 else "int16"
-        vt = vt or value_type(table.utility, table.gpus, valid, table.idle_allowed, length - 1, width,
-                              ("int64",) if one_chunk else ("int32", "int64"))  # (one_chunk: one value type too)
         util, gpus = kernel_values(util, vt, (gpus,))  # invalid options: the pad (shift = length) plus -inf
         return {"gpus": gpus, "util": util, "idle": idle, "G": G, "plan": plan, "width": width,
                 "length": length, "dtype": arg_dtype, "value_type": vt}
+
+    @staticmethod
+    def _segmented(table: OptionTable, valid: np.ndarray, segments: list[tuple[int, np.ndarray]], width: int,
+                   length: int, arg_dtype: str, vt: ValueType) -> dict[str, Any]:
+        """The one-type arrays with the jobs grouped by option count (:func:`width_segments`): each job's valid
+        options packed left, the groups one after another (each padded to its own chunk plan), and per chunk
+        its kernel width.  ``rows[r]``: the job of padded row r (-1 for padding); ``cols[j, c]``: the table
+        column of job j's packed column c (the walk back maps the choice through both)."""
+        n, K = table.gpus.shape
+        cols = np.argsort(~valid, axis=1, kind="stable")  # cols[j, c]: valid columns first, in table order
+        packed_valid = np.take_along_axis(valid, cols, axis=1)
+        plan: list[int] = []
+        widths: list[int] = []
+        rows_of: list[np.ndarray] = []
+        for w, rows in segments:
+            p = chunk_plan(rows.size, w * length)
+            plan += p
+            widths += [w] * len(p)
+            rows_of.append(np.concatenate([rows, np.full(sum(p) - rows.size, -1, dtype=np.int64)]))
+        rows = np.concatenate(rows_of)
+        real = rows >= 0
+        n_pad, kw = rows.size, min(K, width)
+        gpus = np.full((n_pad, width), length, dtype=np.int64)
+        util = np.full((n_pad, width), NEG, dtype=np.int64)
+        idle = np.ones(n_pad, dtype=bool)
+        src = rows[real]
+        pv = packed_valid[src, :kw]
+        gpus[real, :kw] = np.where(pv, np.take_along_axis(table.gpus[src], cols[src], axis=1)[:, :kw], length)
+        util[real, :kw] = np.where(pv, np.take_along_axis(table.utility[src], cols[src], axis=1)[:, :kw], NEG)
+        idle[real] = table.idle_allowed[src]
+        util, gpus = kernel_values(util, vt, (gpus,))
+        return {"gpus": gpus, "util": util, "idle": idle, "G": table.capacity, "plan": plan, "widths": widths,
+                "rows": rows, "cols": cols, "n_jobs": n, "width": width, "length": length, "dtype": arg_dtype,
+                "value_type": vt}
 
     @staticmethod
     def _arrays_multi(table: OptionTable, vt: ValueType | None = None, small_chunks: bool = False) -> dict[str, Any]:
@@ -285,9 +322,13 @@ class JaxDP(Backend):
         with jax.enable_x64(True):
             F = zeros(length, vt.dtype)  # F[p]: best utility of the jobs so far on <= p GPUs
             plan = timed_plan(model["plan"], width * length, deadline)
+            widths = model.get("widths")  # per chunk of model["plan"] (grouped by option count), or one width
+            firsts = np.cumsum([0] + model["plan"][:-1]) if widths else None
 
             def step(c: int, s: int, F: Any) -> Any:
-                return _kernels(c, width, length, dtype, vt)(F, gpus[s : s + c], util[s : s + c], idle[s : s + c])
+                w = widths[int(np.searchsorted(firsts, s, side="right")) - 1] if widths else width
+                return _kernels(c, w, length, dtype, vt)(F, gpus[s : s + c, :w], util[s : s + c, :w],
+                                                         idle[s : s + c])
 
             scanned = _scan(plan, F, step, deadline)
             if scanned is TIMED_OUT:
@@ -296,7 +337,16 @@ class JaxDP(Backend):
             values = vt.values(np.asarray(F))
 
         def back(p: int) -> np.ndarray:
-            return backtrack(vt, plan, starts, args, tail, gpus, p)
+            choice = backtrack(vt, plan, starts, args, tail, gpus, p)
+            if not widths:
+                return choice
+            rows, cols = model["rows"], model["cols"]  # back to the table's job order and columns
+            out = np.full(model["n_jobs"], -1, dtype=np.int64)
+            real = rows >= 0
+            ch = choice[real]
+            ok = (ch >= 0) & (ch < cols.shape[1])  # (out of range only on an infeasible table's walk)
+            out[rows[real]] = np.where(ok, cols[rows[real], np.clip(ch, 0, cols.shape[1] - 1)], -1)
+            return out
 
         return values, back
 

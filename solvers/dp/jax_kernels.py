@@ -14,11 +14,13 @@ import functools
 import time
 from typing import Any
 
+import numpy as np
+
 from elasticopt.solvers.dp.packed import job_step
 from elasticopt.solvers.dp.value_type import ARGMAX64, ValueType
 
 __all__ = ["bucket", "CHUNKS", "GROUP_CHUNK", "DISPATCH_OPS", "chunk_plan", "ONE_CHUNK_OPS", "CLOCK_OPS", "timed_plan",
-           "TIMED_OUT", "MULTI_STEPS", "MULTI_MIN_STATES"]
+           "TIMED_OUT", "MULTI_STEPS", "MULTI_MIN_STATES", "COMPILE_OPS", "width_segments"]
 
 
 def bucket(x: int, minimum: int = 8, steps: int = 16) -> int:
@@ -79,6 +81,60 @@ def chunk_plan(n: int, ops_per_job: int = 0) -> list[int]:
     else:
         plan = min(candidates, key=lambda p: (sum(p), len(p)))
     return plan or [CHUNKS[-1]]
+
+
+#: What compiling one more kernel costs, in max-plus operations: 0.2-0.4 s at G = 10^6 (measured: a chunk of
+#: 1024 jobs, 10 options, 1,015,808 states 0.39 s; 8 x 10 and 64 x 3 0.19-0.20 s) at ~5e9 operations/s.
+COMPILE_OPS = 1 << 30
+
+
+def width_segments(counts: np.ndarray, width: int, length: int) -> list[tuple[int, np.ndarray]] | None:
+    """Jobs grouped by how many options they have, each group scanned at its own kernel width, or None where
+    one width for all is cheaper.
+
+    ``counts[j]``: job j's valid options (its columns packed left); ``width``: the table's kernel width.  The
+    plain DP pads every job to ``width`` options; on a table whose jobs have from 1 to 15 options (ladder,
+    n = 10^4, G = 10^6: 9,952 core jobs, 77,209 options, 159,232 padded) half its work reads invalid
+    options.  The job order does not change the DP's optimum, so jobs may be scanned in any order, each group
+    of jobs with at most w options at width w.  Candidate widths are the buckets of the counts; the grouping
+    is the one of least estimated cost (a DP over the sorted candidates): per group its chunk plan's padded
+    jobs x w x ``length`` + its chunks x :data:`DISPATCH_OPS` + its distinct chunk sizes x
+    :data:`COMPILE_OPS` (a new kernel each).  Returns [(w, job indices)] ascending in w, or None where the
+    best grouping costs more than 0.9 of one width for all (every table of a scheduling loop's size: one group
+    saves less than a compile) or where one group would hold every job.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    b = np.array([bucket(max(int(c), 1), 1, 4) for c in counts], dtype=np.int64) if counts.size else counts
+    b = np.minimum(b, width)
+    cand = sorted(set(b.tolist()) | {width})
+    at = np.array([int(np.sum(b == w)) for w in cand], dtype=np.int64)  # jobs whose bucket is each candidate
+
+    def cost(n: int, w: int) -> int:
+        if n == 0:
+            return 0
+        plan = chunk_plan(n, w * length)
+        return sum(plan) * w * length + len(plan) * DISPATCH_OPS + len(set(plan)) * COMPILE_OPS
+
+    one = cost(int(counts.size), width)
+    m = len(cand)
+    best = [0] + [None] * m  # best[i]: least cost of the jobs in candidates < i, the last group topped at i - 1
+    back = [0] * (m + 1)
+    for i in range(1, m + 1):
+        for k in range(i):  # the group topped at cand[i - 1] takes the candidates k .. i - 1
+            c = best[k] + cost(int(at[k:i].sum()), cand[i - 1])
+            if best[i] is None or c < best[i]:
+                best[i], back[i] = c, k
+    if counts.size == 0 or best[m] > 0.9 * one:
+        return None
+    out: list[tuple[int, np.ndarray]] = []
+    i = m
+    while i > 0:
+        k = back[i]
+        rows = np.flatnonzero((b >= cand[k]) & (b <= cand[i - 1]))
+        if rows.size:
+            out.append((cand[i - 1], rows))
+        i = k
+    return out[::-1] if len(out) > 1 else None
 
 
 #: The type split's groups are padded to whole chunks of ``GROUP_CHUNK`` jobs where one costs at most
