@@ -136,3 +136,30 @@ def test_shards_partition_the_instances_and_merge_back(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:  # argparse refuses it, exit 2
         main(base + ["--shard", "5/4"])
     assert exc.value.code == 2 and "1 <= K <= N" in capsys.readouterr().err
+
+
+def test_replace_takes_a_later_runs_instances_over_an_earlier_runs(two_runs, tmp_path, capsys):
+    """--replace: a rerun of some instances (after a change) replaces them in the merged benchmark, every solver's
+    rows of them, and the page says which run replaced what; without it the same merge is refused."""
+    (a, fa), (b, fb) = two_runs
+    rerun = run_benchmark(SOLVERS, family_instances(["uniform"], [8], [16], [0]), repeats=1, time_limit_s=30,
+                          lp_relaxation=False)
+    write_results(rerun, tmp_path / "rerun", plots=False)
+    merged = merge_results([a, b, rerun], sources=["s0", "s1", "rerun"], replace=True)
+    names = sorted(r.name for r in merged.instances)
+    assert names == sorted(r.name for r in a.instances + b.instances)  # the same 4 instances, once each
+    again = [r for r in merged.rows if r.instance == "uniform-n8-g16-s0"]
+    assert again == [r for r in rerun.rows]  # the rerun's rows, the earlier run's gone
+    assert len(merged.rows) == len(a.rows) + len(b.rows)
+    assert merged.settings["merged"][2]["replaced"] == ["uniform-n8-g16-s0 (of s0)"]
+    assert merged.settings["merged"][0]["replaced"] == []
+    page = tmp_path / "page.md"
+    assert main(["bench", "--merge", str(fa), str(fb), str(tmp_path / "rerun"), "--replace", "--out",
+                 str(tmp_path / "m"), "--markdown", str(page), "--no-plots"]) == 0
+    text = page.read_text()
+    assert f"replaces uniform-n8-g16-s0 (of {fa})" in text and "--replace" in text
+    assert main(["bench", "--merge", str(fa), str(tmp_path / "rerun"), "--out", str(tmp_path / "x")]) == 2
+    assert "give --replace" in capsys.readouterr().err
+    assert main(["bench", "--replace", "--family", "uniform", "--jobs", "6", "--gpus", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "--replace" in err and "Traceback" not in err

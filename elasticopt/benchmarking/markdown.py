@@ -75,7 +75,8 @@ def _merged_lines(runs: Sequence[dict[str, Any]], env: dict[str, Any]) -> list[s
                    + (f", packages {', '.join(f'{k} {v}' for k, v in sorted(diff.items()))}" if diff else "")
                    + (f"; {', '.join(r['isolated'])} in a forked process" if r.get("isolated") else
                       "; every solver in process")
-                   + ("; **interrupted**" if r.get("interrupted") else ""))
+                   + ("; **interrupted**" if r.get("interrupted") else "")
+                   + (f"; replaces {', '.join(r['replaced'])}" if r.get("replaced") else ""))
     return out
 
 

@@ -4,11 +4,14 @@ A suite too long for one sitting (the reference suite: about 70 minutes a
 seed on 2 cores) runs as several commands -- one seed each, or one family
 each, on one machine or several -- and is published as one page.  Runs merge
 when they measured the same way: the same solver labels, repeats, warm-up,
-time limit, reductions and order; their instances must be distinct.  The
-cross-check is per instance, so it carries over unchanged; the summaries,
-the performance profile and the page are computed again from the merged rows.
-Each run's start, length, load, package versions and commit are kept in
-``settings["merged"]`` and shown on the page.
+time limit, reductions and order; their instances must be distinct, unless
+``replace`` is given: then a later run's instance replaces the same instance
+of an earlier run (a rerun after a change: the instances a fix affects,
+measured again by every solver), and each run's entry names what it
+replaced.  The cross-check is per instance, so it carries over unchanged;
+the summaries, the performance profile and the page are computed again from
+the merged rows.  Each run's start, length, load, package versions and
+commit are kept in ``settings["merged"]`` and shown on the page.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ def _labels(result: BenchResult) -> list[str]:
     return [s.get("label") for s in result.settings.get("solvers", [])]
 
 
-def merge_results(results: Sequence[BenchResult], sources: Sequence[str] | None = None) -> BenchResult:
+def merge_results(results: Sequence[BenchResult], sources: Sequence[str] | None = None,
+                  replace: bool = False) -> BenchResult:
     """One benchmark of every run in ``results`` (module docstring).
 
     Parameters
@@ -72,6 +76,9 @@ def merge_results(results: Sequence[BenchResult], sources: Sequence[str] | None 
         Two or more benchmark results (one is returned as it is).
     sources
         A name per result for messages and the page (default ``run 1``, ``run 2``, ...).
+    replace
+        Whether a later run's instance replaces the same instance of an earlier run (otherwise two runs
+        sharing an instance are refused).
 
     Raises
     ------
@@ -91,21 +98,25 @@ def merge_results(results: Sequence[BenchResult], sources: Sequence[str] | None 
             if res.settings.get(key) != first.settings.get(key):
                 raise ValidationError(f"{src}: settings.{key}", f"{first.settings.get(key)!r} as in {src0}",
                                       repr(res.settings.get(key)), "merge runs measured with the same settings")
-    seen: dict[str, str] = {}
-    for res, src in zip(results, names):
+    seen: dict[str, int] = {}  # instance name -> the run it is taken from (the last, with replace)
+    replaced: list[list[str]] = [[] for _ in results]
+    for i, (res, src) in enumerate(zip(results, names)):
         for rec in res.instances:
             if rec.name in seen:
-                raise ValidationError(f"{src}: instances", f"instances not in {seen[rec.name]}", rec.name,
-                                      "merge runs of distinct instances (e.g. one seed each)")
-            seen[rec.name] = src
+                if not replace:
+                    raise ValidationError(f"{src}: instances", f"instances not in {names[seen[rec.name]]}", rec.name,
+                                          "merge runs of distinct instances (e.g. one seed each), or give --replace "
+                                          "to let the later run's replace them")
+                replaced[i].append(f"{rec.name} (of {names[seen[rec.name]]})")
+            seen[rec.name] = i
     runs: list[dict[str, Any]] = []
-    for res, src in zip(results, names):
+    for i, (res, src) in enumerate(zip(results, names)):
         st, env = res.settings, res.environment
         runs.append({"source": src, "command": st.get("command"), "started_utc": st.get("started_utc"), "elapsed_s": st.get("elapsed_s"),
                      "instances": len(res.instances), "interrupted": bool(st.get("interrupted")),
                      "isolated": isolated_solvers(dict(st)),
                      "load_average": env.get("load_average"), "commit": env.get("commit"),
-                     "packages": env.get("packages")})
+                     "packages": env.get("packages"), "replaced": replaced[i]})
     settings = dict(first.settings)
     settings.pop("command", None)  # each run's is in merged[]
     settings.update(
@@ -114,6 +125,8 @@ def merge_results(results: Sequence[BenchResult], sources: Sequence[str] | None 
         interrupted=any(r["interrupted"] for r in runs),
         merged=runs,
     )
-    return BenchResult(rows=tuple(r for res in results for r in res.rows),
-                       instances=tuple(i for res in results for i in res.instances),
+    keep = [{name for name, run in seen.items() if run == i} for i in range(len(results))]
+    return BenchResult(rows=tuple(r for i, res in enumerate(results) for r in res.rows if r.instance in keep[i]),
+                       instances=tuple(rec for i, res in enumerate(results) for rec in res.instances
+                                       if rec.name in keep[i]),
                        settings=settings, environment=dict(first.environment))

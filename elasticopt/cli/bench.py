@@ -119,7 +119,10 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--merge", action="extend", nargs="+", default=None, metavar="RESULTS",
                    help="solve nothing: merge earlier runs' results.json (files or --out folders; same solvers and "
                    "settings, distinct instances) into one benchmark, written to --out and --markdown, e.g. a suite "
-                   "run one seed at a time; takes --suite, --shift-s, --out, --markdown, --no-plots")
+                   "run one seed at a time; takes --suite, --shift-s, --out, --markdown, --no-plots, --replace")
+    p.add_argument("--replace", action="store_true",
+                   help="with --merge: an instance of a later run replaces the same instance of an earlier one (a "
+                   "rerun of the instances a change affects, by every solver); the page names what each run replaced")
     p.set_defaults(func=run)
     return p
 
@@ -230,7 +233,7 @@ def _command(args: argparse.Namespace) -> str:
 
     parts = ["elasticopt", "bench"]
     if args.merge:
-        parts += ["--merge"] + [str(m) for m in args.merge]
+        parts += ["--merge"] + [str(m) for m in args.merge] + (["--replace"] if args.replace else [])
     if args.suite:
         parts += ["--suite", args.suite]
     for flag, vals in (("--solver", args.solver), ("--family", args.family), ("--jobs", args.jobs),
@@ -265,9 +268,9 @@ def _merged(args: argparse.Namespace, console: Console) -> BenchResult:
     if args.order != "interleaved":
         given.append("--order")
     if given:
-        raise ValidationError("--merge", "only --suite, --shift-s, --out, --markdown and --no-plots beside it "
-                              "(the merged files say how they were measured)", " ".join(given))
-    result = merge_results([load_result(m) for m in args.merge], sources=list(args.merge))
+        raise ValidationError("--merge", "only --suite, --shift-s, --out, --markdown, --no-plots and --replace "
+                              "beside it (the merged files say how they were measured)", " ".join(given))
+    result = merge_results([load_result(m) for m in args.merge], sources=list(args.merge), replace=args.replace)
     st = result.settings
     console.print(f"merged {len(args.merge)} run(s): {len(result.instances)} instance(s), {len(result.rows)} "
                   f"timed solve(s), time limit {st.get('time_limit_s') or 'none'} s", highlight=False)
@@ -278,6 +281,9 @@ def run(args: argparse.Namespace) -> int:
     """Run ``elasticopt bench``; see the module docstring for exit codes."""
     suite = get_suite(args.suite) if args.suite else None
     console = Console(width=max(Console().width, 160))
+    if args.replace and not args.merge:
+        raise ValidationError("--replace", "--merge RESULTS... beside it (it says how merged runs combine)",
+                              "--replace alone", "add --merge with the runs to merge, or drop --replace")
     if args.merge:
         shift = args.shift_s if args.shift_s is not None else (suite.shift_s if suite else DEFAULT_SHIFT_S)
         result = _merged(args, console)
