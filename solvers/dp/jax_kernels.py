@@ -104,10 +104,6 @@ def width_segments(counts: np.ndarray, width: int, length: int) -> list[tuple[in
     saves less than a compile) or where one group would hold every job.
     """
     counts = np.asarray(counts, dtype=np.int64)
-    b = np.array([bucket(max(int(c), 1), 1, 4) for c in counts], dtype=np.int64) if counts.size else counts
-    b = np.minimum(b, width)
-    cand = sorted(set(b.tolist()) | {width})
-    at = np.array([int(np.sum(b == w)) for w in cand], dtype=np.int64)  # jobs whose bucket is each candidate
 
     def cost(n: int, w: int) -> int:
         if n == 0:
@@ -116,6 +112,14 @@ def width_segments(counts: np.ndarray, width: int, length: int) -> list[tuple[in
         return sum(plan) * w * length + len(plan) * DISPATCH_OPS + len(set(plan)) * COMPILE_OPS
 
     one = cost(int(counts.size), width)
+    # any grouping costs at least two compiles and every job's own options: where even that is not below 0.9 of
+    # one width, stop here (every scheduling loop's table: this runs before each of its DPs)
+    if counts.size == 0 or 2 * COMPILE_OPS + int(np.maximum(counts, 1).sum()) * length > 0.9 * one:
+        return None
+    u, inv = np.unique(counts, return_inverse=True)  # bucket each distinct count once
+    b = np.minimum(np.array([bucket(max(int(c), 1), 1, 4) for c in u], dtype=np.int64)[inv], width)
+    cand = sorted(set(b.tolist()) | {width})
+    at = np.array([int(np.sum(b == w)) for w in cand], dtype=np.int64)  # jobs whose bucket is each candidate
     m = len(cand)
     best = [0] + [None] * m  # best[i]: least cost of the jobs in candidates < i, the last group topped at i - 1
     back = [0] * (m + 1)
@@ -124,7 +128,7 @@ def width_segments(counts: np.ndarray, width: int, length: int) -> list[tuple[in
             c = best[k] + cost(int(at[k:i].sum()), cand[i - 1])
             if best[i] is None or c < best[i]:
                 best[i], back[i] = c, k
-    if counts.size == 0 or best[m] > 0.9 * one:
+    if best[m] > 0.9 * one:
         return None
     out: list[tuple[int, np.ndarray]] = []
     i = m
