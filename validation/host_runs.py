@@ -33,7 +33,7 @@ import atexit, json, os, runpy, sys, time
 spec = json.loads(os.environ["EO_HOST_RUN"])
 sys.path.insert(0, spec["simulator"])
 os.chdir(spec["simulator"])
-calls = []
+calls, service, service_seen = [], [], []
 
 
 def _timed(mod_name, cls_name):
@@ -49,14 +49,22 @@ def _timed(mod_name, cls_name):
             return inner(self, *args, **kwargs)
         finally:
             calls.append(1000.0 * (time.perf_counter() - t0))
+            # the service's own split of the call (a drop-in keeps its last response), None for a host policy
+            # (a call that failed before its request leaves the previous response: that one is not counted twice)
+            resp = getattr(self, "last_response", None)
+            fresh = isinstance(resp, dict) and not (service_seen and service_seen[-1] is resp)
+            service.append(resp.get("timings") if fresh else None)
+            service_seen[:] = [resp]
     cls.optimize = optimize
 
 
 @atexit.register
 def _save():
-    with open(spec["calls"] + ".tmp", "w") as fh:
-        json.dump(calls, fh)
-    os.replace(spec["calls"] + ".tmp", spec["calls"])
+    for path, xs in ((spec["calls"], calls), (spec.get("service"), service)):
+        if path:
+            with open(path + ".tmp", "w") as fh:
+                json.dump(xs, fh)
+            os.replace(path + ".tmp", path)
 
 
 host = __import__(spec["module"])
@@ -100,6 +108,7 @@ class HostRun:
     calls: Path
     env: dict[str, str] = field(default_factory=dict)
     options: dict = field(default_factory=dict)
+    service: Path | None = None
 
 
 def run_host(run: HostRun) -> None:
@@ -109,7 +118,8 @@ def run_host(run: HostRun) -> None:
     with tempfile.TemporaryDirectory(prefix="eo-host-") as tmp:
         spec = {"simulator": str(run.simulator), "script": str(run.simulator / run.script), "args": list(run.args),
                 "module": run.module, "cls": run.cls, "command": list(run.command), "calls": str(run.calls),
-                "timed": [list(t) for t in run.timed], "dropin": None, "options": dict(run.options)}
+                "timed": [list(t) for t in run.timed], "dropin": None, "options": dict(run.options),
+                "service": str(run.service) if run.service is not None else None}
         if run.dropin is not None:
             spec["dropin"] = "elasticopt_" + run.dropin.stem
             (Path(tmp) / f"elasticopt_{run.dropin.stem}.py").write_text(run.dropin.read_text())
@@ -276,3 +286,48 @@ def head_workload(src: Path, dst: Path, jobs: int) -> Path:
     tmp.write_text("".join(lines[:jobs + 1]))
     os.replace(tmp, dst)
     return dst
+
+
+def read_service(path: Path) -> tuple[dict | None, ...]:
+    """Per call, the service's own ``timings`` (seconds) the launcher saved beside ``read_calls``; () if none."""
+    try:
+        xs = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return ()
+    return tuple(x if isinstance(x, dict) else None for x in xs) if isinstance(xs, list) else ()
+
+
+def slow_calls_line(name: str, calls_ms, service, over_ms: float = 100.0) -> str:
+    """Where the time of a policy's calls over ``over_ms`` went, by the service's own split of each call.
+
+    A call is put down to what took at least half of it: compiling kernels (``compile_s``), the solver
+    (``solve_s``), the rest of the service (parse, validate, translate, verify, place), or outside the service
+    (the round trip, the drop-in's own request building, the host's objects); "no split" where the call has no
+    service timings (a host policy's, or a call that did not reach the service)."""
+    slow = [(ms, service[i] if i < len(service) else None) for i, ms in enumerate(calls_ms) if ms > over_ms]
+    if not slow:
+        return f"{name}: no call over {over_ms:.0f} ms\n"
+    counts = {"compile": 0, "solve": 0, "service": 0, "outside": 0, "mixed": 0, "no split": 0}
+    for ms, t in slow:
+        if not t:
+            counts["no split"] += 1
+            continue
+        comp, solve = 1000.0 * float(t.get("compile_s") or 0), 1000.0 * float(t.get("solve_s") or 0)
+        rest = 1000.0 * float(t.get("total_s") or 0) - comp - solve
+        outside = ms - 1000.0 * float(t.get("total_s") or 0)
+        part = max((comp, "compile"), (solve, "solve"), (rest, "service"), (outside, "outside"))
+        counts[part[1] if part[0] >= ms / 2 else "mixed"] += 1
+    said = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+    return f"{name}: {len(slow)} calls over {over_ms:.0f} ms (the largest part of each: {said})\n"
+
+
+def slow_calls_text(runs: dict[str, list[tuple[tuple[float, ...], tuple[dict | None, ...]]]],
+                    over_ms: float = 100.0) -> str:
+    """``slow_calls_line`` per policy over all its workloads' ``(read_calls, read_service)`` pairs."""
+    out = ""
+    for name, pairs in runs.items():
+        ms = [m for xs, _ in pairs for m in xs]
+        split = [t for xs, ts in pairs for t in (list(ts) + [None] * len(xs))[:len(xs)]]
+        if ms:
+            out += slow_calls_line(name, ms, split, over_ms)
+    return out

@@ -129,7 +129,8 @@ def run_policy(simulator: Path, python: str, name: str, workload: Path, log: Pat
         simulator=simulator, python=python, script="simulator.py", args=tuple(argv), module="pollux",
         cls="PolluxPolicy", dropin=DROPIN if name == "elasticopt" else None, command=tuple(serve),
         timed=(("pollux", "PolluxPolicy"),) if policy == "pollux" else (),
-        stdout=log.with_suffix(".stdout"), calls=log.with_suffix(".calls.json"), options=options or {}))
+        stdout=log.with_suffix(".stdout"), calls=log.with_suffix(".calls.json"), options=options or {},
+        service=log.with_suffix(".service.json")))
 
 
 def parse_options(text: str) -> dict:
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         workloads = check_inputs(simulator, a.python, a.workloads)
         sources = published_sources(simulator, a.published.resolve() if a.published else None)
         serve = [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
-        text, calls = "", {n: [] for n in names}
+        text, calls, slow = "", {n: [] for n in names}, {n: [] for n in names}
         for w in workloads:
             tag = w.stem + (f"-first{a.jobs}" if a.jobs > 0 else "")
             wl = hr.head_workload(w, out / "workloads" / f"{tag}.csv", a.jobs)
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                 res = hr.read_log(log)
                 xs = hr.read_calls(log.with_suffix(".calls.json"))
                 calls[name].extend(xs)
+                slow[name].append((xs, hr.read_service(log.with_suffix(".service.json"))))
                 rows.append((name, hr.summarize(hr.Results(res.jct_s, res.restarts, res.submitted,
                                                            res.makespan_s, xs))))
             for label, folder in sources:
@@ -193,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("pollux" if "pollux" in names else None)
             text += hr.table(tag, rows, reference=ref) + "\n"
         text += hr.all_calls_line(calls)
+        text += hr.slow_calls_text(slow)
     except ElasticoptError as exc:
         print(f"pollux_simulator: error: {exc}", file=sys.stderr)
         return 2

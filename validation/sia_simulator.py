@@ -79,7 +79,7 @@ def run_policy(simulator: Path, python: str, name: str, workload: Path, log: Pat
         simulator=simulator, python=python, script="multi_simulator.py", args=tuple(argv), module="sia",
         cls="SiaPolicy", dropin=DROPIN if dropin else None, command=tuple(serve),
         timed=(("sia", "SiaPolicy"), ("gavel", "GavelPolicy")), stdout=log.with_suffix(".stdout"),
-        calls=log.with_suffix(".calls.json"), options=options or {}))
+        calls=log.with_suffix(".calls.json"), options=options or {}, service=log.with_suffix(".service.json")))
 
 
 def published_row(path: Path, workload: str, tag: str) -> dict[str, float] | None:
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ElasticoptError(f"--policies {a.policies!r}: unknown {bad}; expected some of {sorted(POLICIES)}")
         workloads = check_inputs(simulator, a.python, a.workloads or ["saturn/workload-1.csv"])
         serve = [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
-        text, calls = "", {n: [] for n in names}
+        text, calls, slow = "", {n: [] for n in names}, {n: [] for n in names}
         for w in workloads:
             tag = f"{w.parent.name}-{w.stem}" + (f"-first{a.jobs}" if a.jobs > 0 else "")
             wl = hr.head_workload(w, out / "workloads" / f"{tag}.csv", a.jobs)
@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 res = hr.read_log(log)
                 xs = hr.read_calls(log.with_suffix(".calls.json"))
                 calls[name].extend(xs)
+                slow[name].append((xs, hr.read_service(log.with_suffix(".service.json"))))
                 rows.append((name, hr.summarize(hr.Results(res.jct_s, res.restarts, res.submitted,
                                                            res.makespan_s, xs))))
             if a.published is not None:
@@ -155,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(("published", pub))
             text += hr.table(tag, rows, reference="sia" if "sia" in names else None) + "\n"
         text += hr.all_calls_line(calls)
+        text += hr.slow_calls_text(slow)
     except ElasticoptError as exc:
         print(f"sia_simulator: error: {exc}", file=sys.stderr)
         return 2

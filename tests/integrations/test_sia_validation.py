@@ -55,6 +55,30 @@ def test_a_relative_checkout_to_a_table_drop_in_and_sias_own(tmp_path, monkeypat
     assert float(rows["sia"][-1]) == pytest.approx(1.0)
     assert not any(p.suffix == ".log" for p in sim.rglob("*"))  # nothing written into the checkout
     assert "Policy calls over all workloads: elasticopt:" in out and "; sia:" in out
+    # each drop-in call's own split by the service, beside its wall time; none for Sia's own policy
+    calls = hr.read_calls(tmp_path / "o" / "elasticopt" / "saturn-workload-1-first8.calls.json")
+    split = hr.read_service(tmp_path / "o" / "elasticopt" / "saturn-workload-1-first8.service.json")
+    assert len(split) == len(calls) and all(t and {"compile_s", "solve_s", "total_s"} <= set(t) for t in split)
+    assert all(1000 * t["total_s"] <= ms for t, ms in zip(split, calls))
+    own = hr.read_service(tmp_path / "o" / "sia" / "saturn-workload-1-first8.service.json")
+    assert own and set(own) == {None}
+    assert "\nelasticopt: " in out and "\nsia: " in out
+
+
+def test_slow_calls_are_put_down_to_their_largest_part():
+    """Hand-checked: 5 calls over 100 ms, each split by the service's own timings (seconds)."""
+    t = lambda comp, solve, total: {"compile_s": comp, "solve_s": solve, "total_s": total}  # noqa: E731
+    calls = [5.0, 400.0, 300.0, 250.0, 200.0, 180.0, 150.0]
+    split = [t(0, .004, .005), t(.35, .01, .39), t(0, .2, .25), t(0, .01, .2), t(0, .01, .02), t(.05, .05, .15),
+             None]
+    line = hr.slow_calls_line("eo", calls, split)
+    # 400: compile 350; 300: solve 200; 250: service 190; 200: outside 180; 180: no part reaches 90; 150: no split
+    assert line == ("eo: 6 calls over 100 ms (the largest part of each: 1 compile, 1 solve, 1 service, 1 outside, "
+                    "1 mixed, 1 no split)\n")
+    assert hr.slow_calls_line("eo", [5.0], [None]) == "eo: no call over 100 ms\n"
+    runs = {"eo": [((400.0,), (t(.35, 0, .36),)), ((300.0, 1.0), ())], "own": [((1.0,), ())]}
+    assert hr.slow_calls_text(runs) == ("eo: 2 calls over 100 ms (the largest part of each: 1 compile, 1 no split)\n"
+                                        "own: no call over 100 ms\n")
 
 
 def test_all_jobs_of_several_workloads_and_published_logs(tmp_path, capsys):
