@@ -53,8 +53,9 @@ penalty ``lambda_n``, see ``no_alloc``).  Like Sia:
   those of a profiled type times Sia's learnt type ratio
   (``cluster_throughput_ratios[c][d]``, Sia's ``--project_throughputs``;
   this class projects by default), so unprofiled types are explored instead
-  of left idle; a job with no profile anywhere gets one scale unit, valued
-  by its one-GPU throughput per type (``cluster_throughputs``);
+  of left idle; a job with no profile anywhere gets one scale unit on each
+  type, valued alike (Sia), ties going to the slowest type (``first_unit``,
+  below);
 - ``scale_unit`` (pipeline stages): counts are multiples of it, the speedup
   is asked for ``k // scale_unit`` replicas;
 - ``category == "rigid"`` jobs get exactly their GPU count on one type,
@@ -70,8 +71,14 @@ How it differs from Sia's own policy
   GPUs, then whole nodes; ``sia_configs=False``: every count), each on the
   fewest nodes; the service keeps a job whose count and type are unchanged on
   its nodes;
-- a job with no profile anywhere starts where its one-GPU throughput is
-  highest (Sia: one unit valued alike on every type; ``first_by_throughput``);
+- a job with no profile anywhere starts on the slowest type with a free GPU
+  (Sia: one unit valued alike on every type, the tie left to its MIP solver,
+  which in the logs mostly picks a slow type too; ``first_unit``).  It is
+  profiled there at the least cost, and its first profile, projected by the
+  type ratios, moves it to a fast type at 2 GPUs, a gain large enough to pay
+  the restart; started on the fastest type, it stays there at 1 GPU until a
+  fast GPU frees (Sia's workload-3: cifar10 jobs 994 s against 884 s, mean
+  JCT 3.2 % behind Sia; with this rule ahead, docs/integrations.md);
 - running as many jobs as possible comes first (``no_alloc=None``); with
   ``no_alloc=lambda_n`` it is Sia's soft penalty instead;
 - the projection source is the profiled type with the most profiled
@@ -95,6 +102,9 @@ import urllib.request
 __all__ = ["SiaPolicy", "ElasticoptClient", "ElasticoptError", "fairness_utility", "restart_penalty_of"]
 
 GPU = "nvidia.com/gpu"
+
+#: How a job with no profile on any type values its first scale unit per type (``SiaPolicy(first_unit=...)``).
+FIRST_UNITS = ("slowest", "alike", "fastest")
 
 # Sia's per-model restart penalties in seconds (sia-simulator/sia.py, get_restart_penalty), used where the
 # host's function cannot be imported; the first name contained in the job name wins, else the default.
@@ -199,9 +209,14 @@ class SiaPolicy(HostSiaPolicy):
         True (default): offer Sia's config list (1, 2, 4 GPUs, then whole nodes: ``CONFIGS_4GPU`` /
         ``CONFIGS_8GPU``); False: every count (measured 2.6 % worse mean JCT in Sia's simulator: jobs pack
         the fastest pool with odd counts and leave the others idle, docs/integrations.md).
+    first_unit
+        A job with no profile on any type is offered one scale unit on each type, valued: ``"slowest"``
+        (default) alike, ties going to the slower type (the value times ``1 + 1e-3 (t_max - t) / t_max``,
+        ``t`` the type's one-GPU throughput); ``"alike"`` alike, ties as the solver breaks them (Sia);
+        ``"fastest"`` by its one-GPU throughput per type.
     first_by_throughput
-        A job with no profile on any type: True (default) values one scale unit by its one-GPU throughput
-        per type; False values it alike on every type, as Sia does.
+        Older spelling of ``first_unit``: True is ``"fastest"``, False ``"alike"``; None (default) leaves
+        ``first_unit``.
     solver
         elasticopt backend.
     time_limit_s
@@ -219,8 +234,8 @@ class SiaPolicy(HostSiaPolicy):
 
     def __init__(self, p_fairness=-0.5, restart_penalty=30.0, solver="dp", time_limit_s=10.0,
                  url=None, command=None, client=None, per_model_penalty=True, project_throughputs=True,
-                 share_max_replicas=False, no_alloc=None, sia_configs=True, first_by_throughput=True,
-                 **host_options):
+                 share_max_replicas=False, no_alloc=None, sia_configs=True, first_unit="slowest",
+                 first_by_throughput=None, **host_options):
         if p_fairness > 1:
             raise ValueError("p_fairness must be <= 1, got %r" % (p_fairness,))
         self.p_fairness = float(p_fairness)
@@ -230,7 +245,11 @@ class SiaPolicy(HostSiaPolicy):
         self.share_max_replicas = bool(share_max_replicas)
         self.no_alloc = None if no_alloc is None else float(no_alloc)
         self.sia_configs = bool(sia_configs)
-        self.first_by_throughput = bool(first_by_throughput)
+        if first_by_throughput is not None:
+            first_unit = "fastest" if first_by_throughput else "alike"
+        if first_unit not in FIRST_UNITS:
+            raise ValueError("first_unit must be one of %s, got %r" % (", ".join(FIRST_UNITS), first_unit))
+        self.first_unit = first_unit
         self.host_options = dict(host_options)
         self.solver = solver
         self.time_limit_s = time_limit_s
@@ -294,11 +313,9 @@ class SiaPolicy(HostSiaPolicy):
             lo_r, hi_r = max(mins[c], 1), max(maxs[c], 1)
             fn = fns.get(c)
             if fn is None and (source is None or not self.project_throughputs):
-                # no profile to price it from: one scale unit, valued alike everywhere (Sia), or at its
-                # one-GPU throughput on this type
+                # no profile to price it from: one scale unit (see first_unit)
                 if lo_r <= 1 and su <= cap:
-                    value = (_positive(tputs.get(c)) or 1.0) if self.first_by_throughput else float(su)
-                    out.append((c, su, -(-su // g), value))
+                    out.append((c, su, -(-su // g), self._first_value(c, su, keys, tputs)))
                 continue
             rs = [r for r in range(lo_r, hi_r + 1) if r * su <= cap and
                   (not self.sia_configs or r * su in (1, 2, 4) or (r * su) % g == 0)]
@@ -321,6 +338,17 @@ class SiaPolicy(HostSiaPolicy):
                 vals = [v * ratio for v in goodputs_at(fns[d], d_spans, rs, base)]
             out.extend((c, k, n, v) for k, n, v in zip(ks, spans, vals))
         return out
+
+    def _first_value(self, cluster, unit, keys, tputs):
+        """The value of one scale unit on ``cluster`` of a job with no profile anywhere (``first_unit``)."""
+        own = _positive(tputs.get(cluster))
+        if self.first_unit == "fastest":
+            return own or 1.0
+        if self.first_unit == "alike":
+            return float(unit)
+        known = [t for t in (_positive(tputs.get(c)) for c in keys) if t]
+        top = max(known) if known else 1.0
+        return float(unit) * (1.0 + 1e-3 * (top - (own or top)) / top)
 
     def _rigid_options(self, info, keys, per_node):
         k = max(int(v) for v in (info.max_replicas.values() if isinstance(info.max_replicas, dict)

@@ -146,12 +146,32 @@ def test_an_unprofiled_type_is_priced_by_projection_so_no_pool_stays_idle(policy
     assert sum(len(a) for c, a in alloc.values() if c == "rtx") == 4, alloc
 
 
-def test_a_job_profiled_nowhere_starts_on_its_fastest_type(policy):
-    nodes = node_infos({"rtx": (1, 8), "dgx": (1, 8)})
-    infos = {"bert-0": job_info("bert-0", ["rtx", "dgx"], {}, {"rtx": 1, "dgx": 1}, tput={"rtx": 1.0, "dgx": 3.0})}
-    assert policy.optimize(infos, nodes, {}) == {"bert-0": ("dgx", [0])}
-    alike = SiaPolicy(client=policy.client, first_by_throughput=False).build_request(infos, nodes, {})[0]
-    assert len({o["value"] for o in alike["jobs"][0]["options"]}) == 1  # Sia: one unit valued alike
+def test_a_job_profiled_nowhere_starts_on_the_slowest_type_with_a_free_gpu(policy):
+    """Sia values its first unit alike on every type; the drop-in breaks that tie toward the slowest type, where
+    profiling it costs least (the fast pool stays with jobs whose profiles show they use it)."""
+    nodes = node_infos({"dgx": (1, 8), "aws": (1, 4), "rtx": (1, 8)})
+    tput = {"rtx": 1.0, "dgx": 3.0, "aws": 0.5}
+    infos = {"bert-0": job_info("bert-0", ["dgx", "aws", "rtx"], {}, {"dgx": 1, "aws": 1, "rtx": 1}, tput=tput)}
+    assert policy.optimize(infos, nodes, {}) == {"bert-0": ("aws", [0])}
+    # the slowest pool full (a running job that may not move): the next slowest
+    infos["cifar10-1"] = job_info("cifar10-1", ["dgx", "aws", "rtx"], {}, {"dgx": 4, "aws": 4, "rtx": 4}, tput=tput,
+                                  category="rigid", scaling_underway=True)
+    alloc = policy.optimize(infos, nodes, {"cifar10-1": ("aws", [0, 0, 0, 0])})
+    assert alloc["bert-0"] == ("rtx", [0]) and alloc["cifar10-1"] == ("aws", [0, 0, 0, 0]), alloc
+    values = lambda p: [o["value"] for o in p.build_request({"bert-0": infos["bert-0"]}, nodes, {})[0]["jobs"][0][
+        "options"]]  # noqa: E731
+    slowest = values(policy)
+    assert slowest[1] > slowest[2] > slowest[0] and max(slowest) - min(slowest) < 1e-3  # aws > rtx > dgx, a tie
+    for how, first in (("fastest", "dgx"), ("alike", None)):
+        other = SiaPolicy(client=policy.client, first_unit=how)
+        if first:
+            assert other.optimize({"bert-0": infos["bert-0"]}, nodes, {}) == {"bert-0": (first, [0])}
+        else:
+            assert len(set(values(other))) == 1  # Sia: one unit valued alike
+    assert SiaPolicy(client=policy.client, first_by_throughput=True).first_unit == "fastest"
+    assert SiaPolicy(client=policy.client, first_by_throughput=False).first_unit == "alike"
+    with pytest.raises(ValueError, match="first_unit must be one of slowest, alike, fastest, got 'fast'"):
+        SiaPolicy(client=policy.client, first_unit="fast")
 
 
 def test_the_restart_penalty_is_sias_per_model_one(policy):
