@@ -39,6 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "LIMIT as it is)")
     p.add_argument("--max-body-mib", type=float, default=64.0, help="HTTP: largest request body read, in MiB "
                    "(default 64); a larger one is refused unread with HTTP 413 (request_too_large)")
+    p.add_argument("--kernel-cache", default=None, metavar="DIR",
+                   help="folder that keeps the DP's compiled kernels between runs, so each kernel shape is compiled "
+                   "once per machine, not once per service (default $ELASTICOPT_KERNEL_CACHE, else "
+                   "$XDG_CACHE_HOME/elasticopt/xla or ~/.cache/elasticopt/xla; 'none': compile in every run)")
     warm = p.add_mutually_exclusive_group()
     warm.add_argument("--warm", action="store_true", help="compile the DP's kernels for one to three pools before "
                       "the first answer (the default; the flag states it): 10-20 s once")
@@ -55,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.max_body_mib > 0:
         raise ElasticoptError(f"--max-body-mib {args.max_body_mib}: expected a number of MiB > 0")
     fallback = None if args.placement_fallback == "none" else args.placement_fallback
+    from elasticopt.solvers.dp.kernel_cache import default_kernel_cache, use_kernel_cache
+
+    cache = args.kernel_cache
+    use_kernel_cache(default_kernel_cache() if cache is None else (None if cache.strip().lower() == "none" else cache))
     service = AllocationService(default_solver=args.solver, default_time_limit_s=args.time_limit_s,
                                 placement_fallback=fallback)
     if not args.no_warm_up:
