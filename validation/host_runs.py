@@ -300,14 +300,15 @@ def read_service(path: Path) -> tuple[dict | None, ...]:
 def slow_calls_line(name: str, calls_ms, service, over_ms: float = 100.0) -> str:
     """Where the time of a policy's calls over ``over_ms`` went, by the service's own split of each call.
 
-    A call is put down to what took at least half of it: compiling kernels (``compile_s``), the solver
-    (``solve_s``), the rest of the service (parse, validate, translate, verify, place), or outside the service
-    (the round trip, the drop-in's own request building, the host's objects); "no split" where the call has no
+    A call is put down to what took at least half of it: building the option table (``compile_s``), the
+    backend's solve (``solve_s``, with any kernel it compiles on first meeting a shape), the rest of the service
+    (parse, validate, translate, verify, place), or outside the service (the round trip, the drop-in's own
+    request building, the host's objects); "mixed" where no part took half; "no split" where the call has no
     service timings (a host policy's, or a call that did not reach the service)."""
     slow = [(ms, service[i] if i < len(service) else None) for i, ms in enumerate(calls_ms) if ms > over_ms]
     if not slow:
         return f"{name}: no call over {over_ms:.0f} ms\n"
-    counts = {"compile": 0, "solve": 0, "service": 0, "outside": 0, "mixed": 0, "no split": 0}
+    counts = {"table": 0, "solve": 0, "service": 0, "outside": 0, "mixed": 0, "no split": 0}
     for ms, t in slow:
         if not t:
             counts["no split"] += 1
@@ -315,7 +316,7 @@ def slow_calls_line(name: str, calls_ms, service, over_ms: float = 100.0) -> str
         comp, solve = 1000.0 * float(t.get("compile_s") or 0), 1000.0 * float(t.get("solve_s") or 0)
         rest = 1000.0 * float(t.get("total_s") or 0) - comp - solve
         outside = ms - 1000.0 * float(t.get("total_s") or 0)
-        part = max((comp, "compile"), (solve, "solve"), (rest, "service"), (outside, "outside"))
+        part = max((comp, "table"), (solve, "solve"), (rest, "service"), (outside, "outside"))
         counts[part[1] if part[0] >= ms / 2 else "mixed"] += 1
     said = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
     return f"{name}: {len(slow)} calls over {over_ms:.0f} ms (the largest part of each: {said})\n"

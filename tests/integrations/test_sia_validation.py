@@ -72,12 +72,12 @@ def test_slow_calls_are_put_down_to_their_largest_part():
     split = [t(0, .004, .005), t(.35, .01, .39), t(0, .2, .25), t(0, .01, .2), t(0, .01, .02), t(.05, .05, .15),
              None]
     line = hr.slow_calls_line("eo", calls, split)
-    # 400: compile 350; 300: solve 200; 250: service 190; 200: outside 180; 180: no part reaches 90; 150: no split
-    assert line == ("eo: 6 calls over 100 ms (the largest part of each: 1 compile, 1 solve, 1 service, 1 outside, "
+    # 400: table 350; 300: solve 200; 250: service 190; 200: outside 180; 180: no part reaches 90; 150: no split
+    assert line == ("eo: 6 calls over 100 ms (the largest part of each: 1 table, 1 solve, 1 service, 1 outside, "
                     "1 mixed, 1 no split)\n")
     assert hr.slow_calls_line("eo", [5.0], [None]) == "eo: no call over 100 ms\n"
     runs = {"eo": [((400.0,), (t(.35, 0, .36),)), ((300.0, 1.0), ())], "own": [((1.0,), ())]}
-    assert hr.slow_calls_text(runs) == ("eo: 2 calls over 100 ms (the largest part of each: 1 compile, 1 no split)\n"
+    assert hr.slow_calls_text(runs) == ("eo: 2 calls over 100 ms (the largest part of each: 1 table, 1 no split)\n"
                                         "own: no call over 100 ms\n")
 
 
