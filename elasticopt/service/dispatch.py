@@ -264,6 +264,10 @@ class AllocationService:
             resp = self.handle(doc)
             if not resp["ok"]:
                 raise ElasticoptError(f"warm-up failed: {resp['error']['message']}")
+        if full:
+            from elasticopt.solvers.dp.kernel_cache import prewarm
+
+            prewarm()  # the kernel shapes earlier services met on this machine (--kernel-cache)
         settle_heap()
         return time.perf_counter() - t0
 

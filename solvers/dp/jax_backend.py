@@ -44,6 +44,7 @@ from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.dp.jax_kernels import (  # noqa: F401  (CHUNKS, DISPATCH_OPS, CLOCK_OPS, timed_plan: tests)
     CHUNKS, CLOCK_OPS, DISPATCH_OPS, GROUP_CHUNK, MULTI_MIN_STATES, MULTI_STEPS, ONE_CHUNK_OPS, TIMED_OUT, _kernels,
     _kernels_multi, _scan, bucket, chunk_plan, timed_plan, width_segments, zeros)
+from elasticopt.solvers.dp.kernel_cache import note as note_kernel
 from elasticopt.solvers.dp.packed import backtrack, kernel_values
 from elasticopt.solvers.dp.value_type import ValueType, value_type
 from elasticopt.solvers.dp.windowed import window_dp
@@ -299,8 +300,9 @@ class JaxDP(Backend):
 
             def step(c: int, s: int, F: Any) -> Any:
                 sl = slice(s, s + c)
-                return _kernels_multi(c, width, length, T, dtype, vt)(F, coords, shift[sl], kk[sl], ty[sl],
-                                                                    util[sl], idle[sl])
+                key, args = (c, width, length, T, dtype, vt), (F, coords, shift[sl], kk[sl], ty[sl], util[sl], idle[sl])
+                note_kernel("multi", key, args)  # the kernel cache's index of shapes met (kernel_cache.py)
+                return _kernels_multi(*key)(*args)
 
             scanned = _scan(plan, F, step, deadline)
             if scanned is TIMED_OUT:
@@ -327,8 +329,9 @@ class JaxDP(Backend):
 
             def step(c: int, s: int, F: Any) -> Any:
                 w = widths[int(np.searchsorted(firsts, s, side="right")) - 1] if widths else width
-                return _kernels(c, w, length, dtype, vt)(F, gpus[s : s + c, :w], util[s : s + c, :w],
-                                                         idle[s : s + c])
+                key, args = (c, w, length, dtype, vt), (F, gpus[s : s + c, :w], util[s : s + c, :w], idle[s : s + c])
+                note_kernel("one", key, args)
+                return _kernels(*key)(*args)
 
             scanned = _scan(plan, F, step, deadline)
             if scanned is TIMED_OUT:
