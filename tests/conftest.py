@@ -28,6 +28,11 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("ELASTICOPT_HYPOTHESIS_PROFILE", "ci"))
 
+# The services the tests start keep no kernels on disk (`serve --kernel-cache`): nothing is written into the
+# user's home, and no test's warm-up depends on the kernels earlier tests met.  tests/service/test_kernel_cache.py
+# names its own folders.
+os.environ["ELASTICOPT_KERNEL_CACHE"] = "none"
+
 
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[str]:

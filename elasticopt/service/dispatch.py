@@ -260,13 +260,14 @@ class AllocationService:
         }]
         if full and (solver or self.default_solver.name) == "dp":
             docs += warm_up_requests()
-        for doc in docs:
-            resp = self.handle(doc)
-            if not resp["ok"]:
-                raise ElasticoptError(f"warm-up failed: {resp['error']['message']}")
-        if full:
-            from elasticopt.solvers.dp.kernel_cache import prewarm
+        from elasticopt.solvers.dp.kernel_cache import prewarm, unindexed
 
+        with unindexed():  # its shapes are compiled at every start: not worth an entry of the kernel index
+            for doc in docs:
+                resp = self.handle(doc)
+                if not resp["ok"]:
+                    raise ElasticoptError(f"warm-up failed: {resp['error']['message']}")
+        if full:
             prewarm()  # the kernel shapes earlier services met on this machine (--kernel-cache)
         settle_heap()
         return time.perf_counter() - t0

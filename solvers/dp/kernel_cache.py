@@ -14,15 +14,17 @@ zeros, before the first request.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from elasticopt.errors import ElasticoptError
 
-__all__ = ["default_kernel_cache", "use_kernel_cache", "KERNEL_CACHE_ENV", "INDEX", "MAX_INDEX", "note", "prewarm"]
+__all__ = ["default_kernel_cache", "use_kernel_cache", "KERNEL_CACHE_ENV", "INDEX", "MAX_INDEX", "note", "prewarm",
+           "unindexed"]
 
 #: The index of kernel shapes met, in the cache folder.
 INDEX = "elasticopt-kernels.json"
@@ -31,6 +33,17 @@ MAX_INDEX = 64
 
 _folder: Path | None = None  # the cache folder this process writes to (use_kernel_cache), None: no cache
 _noted: set[tuple[str, tuple]] = set()  # (kind, key) of every kernel this process has run or pre-warmed
+_quiet = [False]  # True while the service's own warm-up runs: its shapes are compiled at every start anyway
+
+
+@contextlib.contextmanager
+def unindexed() -> Iterator[None]:
+    """Kernels met inside are not added to the index (the warm-up's own: it compiles them at every start)."""
+    _quiet[0] = True
+    try:
+        yield
+    finally:
+        _quiet[0] = False
 
 #: Environment variable naming the cache folder ("none": no cache) where the caller passes none.
 KERNEL_CACHE_ENV = "ELASTICOPT_KERNEL_CACHE"
@@ -96,7 +109,7 @@ def note(kind: str, key: tuple, args: tuple) -> None:
     if (kind, key) in _noted:
         return
     _noted.add((kind, key))
-    if _folder is None:
+    if _folder is None or _quiet[0]:
         return
     import jax
 

@@ -108,6 +108,9 @@ def test_a_second_service_warms_up_every_shape_the_first_met(tmp_path):
     first = json.loads(out.stdout)
     index = json.loads((cache / "elasticopt-kernels.json").read_text())
     assert any(e["kind"] == "multi" and e["key"][2] > 1024 for e in index["kernels"]), index  # past the warm-up's
+    idle = subprocess.run(ELASTICOPT + ["serve", "--stdio", "--kernel-cache", str(tmp_path / "idle")], input=b"",
+                          capture_output=True, timeout=600)
+    assert idle.returncode == 0 and not (tmp_path / "idle" / "elasticopt-kernels.json").exists()  # warm-up: no entry
     run = subprocess.run([sys.executable, "-c", SECOND, str(cache), json.dumps(big)], capture_output=True,
                          timeout=600)
     assert run.returncode == 0, run.stderr.decode()[-2000:]
