@@ -120,13 +120,16 @@ def note(kind: str, key: tuple, args: tuple) -> None:
     if entry in entries:
         return
     entries = (entries + [entry])[-MAX_INDEX:]
+    tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=_folder, prefix=".index-")
         with os.fdopen(fd, "w") as fh:
             json.dump({"format": "elasticopt-kernel-index/1", "kernels": entries}, fh)
         os.replace(tmp, _folder / INDEX)
-    except OSError:  # a full or read-only disk: the index is only a speed-up
-        pass
+    except OSError:  # a full or read-only disk: the index is only a speed-up; no half-written file is left
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def prewarm() -> int:
