@@ -22,7 +22,10 @@ import math
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -332,3 +335,77 @@ def slow_calls_text(runs: dict[str, list[tuple[tuple[float, ...], tuple[dict | N
         if ms:
             out += slow_calls_line(name, ms, split, over_ms)
     return out
+
+
+def run_all(tasks: Sequence[tuple[str, Callable[[], None]]], parallel: int, tool: str) -> None:
+    """Run each ``(label, run)``, ``parallel`` at a time (each run is a host process: threads only wait on it).
+
+    Every task runs even where another fails; then the failures are raised together, each with its label (a
+    failed run's error names its log), and the finished runs' logs stay in place for ``--reuse``.
+    """
+    if parallel < 1:
+        raise ElasticoptError(f"--parallel {parallel}: expected at least 1 simulation at a time")
+
+    def one(label: str, run: Callable[[], None]) -> str | None:
+        print(f"{tool}: {label} ...", file=sys.stderr, flush=True)
+        try:
+            run()
+        except ElasticoptError as exc:
+            return f"{label}: {exc}"
+        return None
+
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        errors = [e for e in pool.map(lambda t: one(*t), tasks) if e]
+    if errors:
+        raise ElasticoptError(f"{len(errors)} of {len(tasks)} runs failed (the others' logs are kept: add "
+                              "--reuse to read them without running them again):\n" + "\n".join(errors))
+
+
+def draw_log(log: Path, draw: int) -> Path:
+    """The log of a policy's ``draw``-th run (1: ``log`` itself, so that one draw is read as before)."""
+    return log if draw <= 1 else log.with_name(f"{log.stem}.draw{draw}{log.suffix}")
+
+
+def mean_of_draws(draws: Sequence[dict[str, float]], calls_ms: Sequence[Sequence[float]]) -> dict[str, float]:
+    """One row for several runs of a random policy: the mean of each draw's JCT figures, makespan and restarts;
+    the fewest finished jobs; the call figures over every call of every draw."""
+    pooled = [x for xs in calls_ms for x in xs]
+    out = {k: sum(d[k] for d in draws) / len(draws)
+           for k in ("mean_jct_s", "median_jct_s", "p99_jct_s", "makespan_s", "restarts")}
+    out.update(finished=min(d["finished"] for d in draws), submitted=max(d["submitted"] for d in draws),
+               calls=len(pooled), call_median_ms=percentile(pooled, 50), call_p99_ms=percentile(pooled, 99),
+               call_max_ms=max(pooled) if pooled else math.nan)
+    return out
+
+
+def summary_table(per_workload: Sequence[tuple[str, Sequence[tuple[str, dict[str, float]]]]], subject: str,
+                  references: Sequence[str]) -> str:
+    """Mean JCT of ``subject`` against each of ``references`` on every workload, and how often it is at or below.
+
+    A reference no workload has is left out; "" where neither ``subject`` nor any reference was run."""
+    refs = [r for r in references if any(r in dict(rows) for _, rows in per_workload)]
+    if not refs or not any(subject in dict(rows) for _, rows in per_workload):
+        return ""
+    out = ["### Mean JCT over the workloads", "",
+           f"| workload | {subject} s | " + " | ".join(f"{r} s | {subject} / {r}" for r in refs) + " |",
+           "|---|---|" + "---|---|" * len(refs)]
+    ratios: dict[str, list[float]] = {r: [] for r in refs}
+    for workload, rows in per_workload:
+        d = dict(rows)
+        mine = d.get(subject, {}).get("mean_jct_s", math.nan)
+        cells = [workload, _cell(mine, ".0f")]
+        for r in refs:
+            theirs = d.get(r, {}).get("mean_jct_s", math.nan)
+            ratio = mine / theirs if theirs == theirs and theirs and mine == mine else math.nan
+            if ratio == ratio:
+                ratios[r].append(ratio)
+            cells += [_cell(theirs, ".0f"), _cell(ratio, ".3f")]
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    for r, xs in ratios.items():
+        if xs:
+            at_or_below = sum(x <= 1.0 for x in xs)
+            gmean = math.exp(sum(math.log(x) for x in xs) / len(xs))
+            out.append(f"{subject} / {r}: at or below on {at_or_below} of {len(xs)} workloads; ratios "
+                       f"{min(xs):.3f}-{max(xs):.3f}, geometric mean {gmean:.3f}")
+    return "\n".join(out) + "\n\n"

@@ -13,12 +13,16 @@ max ms), next to the artifact's published results (``results-jobload/{pollux,opt
 summary.json``, found in the checkout; ``--published`` names another folder).  ``--policies
 elasticopt,pollux`` reruns Pollux's own policy too (the artifact's README: up to 30 min a workload);
 ``--workloads 'workload-6.csv'`` picks workloads; ``--jobs N`` cuts each workload to its first N jobs
-(then the published rows are of the whole workload: not comparable).
+(then the published rows are of the whole workload: not comparable).  Pollux's genetic search is random:
+``--draws K`` runs each host policy K times per workload, a row per draw and their mean (the row the ratio
+uses).  ``--parallel N`` runs N simulations at once (each a process busy on one core: with a core per run, the
+whole comparison takes as long as its longest run).  The last table puts the drop-in's mean JCT beside the
+published and rerun Pollux's on every workload, with how many it is at or below.
 
 How it runs the host: a launcher in a temporary folder imports the host's ``pollux`` module, replaces its
 ``PolluxPolicy`` by the drop-in (``elasticopt/integrations/pollux.py``, talking to ``elasticopt serve --stdio``
 started from this environment) -- the documented registration --, times every ``optimize`` call and runs
-``simulator.py --policy pollux --output <log> <workload>`` as ``__main__``, one workload at a time (the
+``simulator.py --policy pollux --output <log> <workload>`` as ``__main__``, a process per workload and policy (the
 artifact's single-workload mode: ``--output`` is a JSON-lines log file, read for JCTs, restarts and makespan).
 Nothing in the checkout changes; results go to ``--out`` (default under the system's temporary folder).
 
@@ -37,6 +41,7 @@ import json
 import shlex
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -133,6 +138,11 @@ def run_policy(simulator: Path, python: str, name: str, workload: Path, log: Pat
         service=log.with_suffix(".service.json")))
 
 
+def row_name(policy: str, draws: int) -> str:
+    """The table row of a policy's result: its one run, or the mean of its draws."""
+    return policy if draws <= 1 else f"{policy} (mean of {draws} draws)"
+
+
 def parse_options(text: str) -> dict:
     """``--dropin-options``: a JSON object."""
     try:
@@ -160,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dropin-options", default="{}", metavar="JSON",
                     help=f"keyword arguments of the drop-in's constructor, over the host's, e.g. "
                          f"'{{\"p_fairness\": -1}}' (default none)")
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="simulations run at once, each a host process (and a service for the drop-in; default 1)")
+    ap.add_argument("--draws", type=int, default=1,
+                    help="runs of each host policy per workload (Pollux's genetic search is random): a row per "
+                         "draw and their mean, the row the ratios use (default 1)")
     a = ap.parse_args(argv)
     simulator, out = a.simulator.resolve(), a.out.resolve()
     try:
@@ -168,32 +183,51 @@ def main(argv: list[str] | None = None) -> int:
         bad = [p for p in names if p not in POLICIES]
         if bad or not names:
             raise ElasticoptError(f"--policies {a.policies!r}: unknown {bad}; expected some of {list(POLICIES)}")
+        if a.draws < 1:
+            raise ElasticoptError(f"--draws {a.draws}: expected at least 1 run of each host policy")
         workloads = check_inputs(simulator, a.python, a.workloads)
         sources = published_sources(simulator, a.published.resolve() if a.published else None)
         serve = [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
-        text, calls, slow = "", {n: [] for n in names}, {n: [] for n in names}
+        plan, tasks = [], []
         for w in workloads:
             tag = w.stem + (f"-first{a.jobs}" if a.jobs > 0 else "")
             wl = hr.head_workload(w, out / "workloads" / f"{tag}.csv", a.jobs)
+            logs = {name: [hr.draw_log(out / name / f"{tag}.log", d)
+                           for d in range(1, (1 if name == "elasticopt" else a.draws) + 1)] for name in names}
+            plan.append((w, tag, logs))
+            for name, paths in logs.items():
+                for d, log in enumerate(paths, 1):
+                    if not (a.reuse and log.is_file()):
+                        label = f"{name} on {tag}" + (f" (draw {d} of {len(paths)})" if len(paths) > 1 else "")
+                        tasks.append((label, partial(run_policy, simulator, a.python, name, wl, log, serve,
+                                                     a.sim_args, options)))
+        hr.run_all(tasks, a.parallel, "pollux_simulator")
+        text, calls, slow, per_workload = "", {n: [] for n in names}, {n: [] for n in names}, []
+        for w, tag, logs in plan:
             rows = []
-            for name in names:
-                log = out / name / f"{tag}.log"
-                if not (a.reuse and log.is_file()):
-                    print(f"pollux_simulator: {name} on {tag} ...", file=sys.stderr, flush=True)
-                    run_policy(simulator, a.python, name, wl, log, serve, a.sim_args, options)
-                res = hr.read_log(log)
-                xs = hr.read_calls(log.with_suffix(".calls.json"))
-                calls[name].extend(xs)
-                slow[name].append((xs, hr.read_service(log.with_suffix(".service.json"))))
-                rows.append((name, hr.summarize(hr.Results(res.jct_s, res.restarts, res.submitted,
-                                                           res.makespan_s, xs))))
+            for name, paths in logs.items():
+                draws, draw_calls = [], []
+                for log in paths:
+                    res = hr.read_log(log)
+                    xs = hr.read_calls(log.with_suffix(".calls.json"))
+                    calls[name].extend(xs)
+                    slow[name].append((xs, hr.read_service(log.with_suffix(".service.json"))))
+                    draws.append(hr.summarize(hr.Results(res.jct_s, res.restarts, res.submitted, res.makespan_s, xs)))
+                    draw_calls.append(xs)
+                if len(draws) > 1:
+                    rows += [(f"{name} draw {d}", s) for d, s in enumerate(draws, 1)]
+                rows.append((row_name(name, len(draws)),
+                             draws[0] if len(draws) == 1 else hr.mean_of_draws(draws, draw_calls)))
             for label, folder in sources:
                 pub = load_results(folder, w.stem)
                 if pub is not None:
                     rows.append((label, hr.summarize(pub)))
+            rerun = row_name("pollux", a.draws)
             ref = "published pollux" if any(r[0] == "published pollux" for r in rows) else \
-                ("pollux" if "pollux" in names else None)
+                (rerun if "pollux" in names else None)
             text += hr.table(tag, rows, reference=ref) + "\n"
+            per_workload.append((tag, rows))
+        text += hr.summary_table(per_workload, "elasticopt", ["published pollux", row_name("pollux", a.draws)])
         text += hr.all_calls_line(calls)
         text += hr.slow_calls_text(slow)
     except ElasticoptError as exc:

@@ -126,3 +126,47 @@ def test_a_failing_host_run_names_its_log(tmp_path, capsys):
     assert ps.main(["--simulator", str(sim), "--python", sys.executable, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "exited with 1" in err and "broken host" in err and os.fspath(tmp_path / "o") in err
+
+
+def test_draws_of_a_host_policy_in_parallel_and_the_summary_over_workloads(tmp_path, capsys):
+    """--draws K: a row per draw of a host policy and their mean (the ratio's base when nothing is published);
+    --parallel N runs the simulations at once; the last table: the drop-in against each reference per workload."""
+    sim = pollux_checkout(tmp_path)
+    out_dir = tmp_path / "o"
+    argv = ["--simulator", str(sim), "--python", sys.executable, "--policies", "elasticopt,tiresias",
+            "--draws", "2", "--parallel", "3", "--out", str(out_dir)]
+    assert ps.main(argv) == 0
+    out = capsys.readouterr().out
+    for w in ("workload-1", "workload-2"):
+        rows = _rows(out, w)
+        mean = "tiresias (mean of 2 draws)"
+        assert {"elasticopt", "tiresias draw 1", "tiresias draw 2", mean, "published pollux"} <= set(rows)
+        assert (out_dir / "tiresias" / f"{w}.log").is_file() and (out_dir / "tiresias" / f"{w}.draw2.log").is_file()
+        assert not (out_dir / "elasticopt" / f"{w}.draw2.log").exists()  # the drop-in runs once
+        draws = [hr.summarize(hr.read_log(out_dir / "tiresias" / name)) for name in (f"{w}.log", f"{w}.draw2.log")]
+        assert float(rows[mean][2]) == pytest.approx(sum(d["mean_jct_s"] for d in draws) / 2, abs=0.5)
+        assert rows[mean][7] == rows["tiresias draw 1"][7] == "n/a"  # the runner times Pollux's calls only
+    summary = out[out.index("### Mean JCT over the workloads"):]
+    lines = [line for line in summary.splitlines() if line.startswith("| workload-")]
+    assert len(lines) == 2
+    ratios = []
+    for line in lines:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows = _rows(out, cells[0])
+        assert cells[1] == rows["elasticopt"][2] and cells[2] == rows["published pollux"][2]
+        assert float(cells[3]) == pytest.approx(float(rows["elasticopt"][-1]), abs=2e-3)
+        ratios.append(float(rows["elasticopt"][2]) / float(rows["published pollux"][2]))
+    assert f"elasticopt / published pollux: at or below on {sum(r <= 1 for r in ratios)} of 2 workloads" in summary
+    # --reuse reads every draw's log without running anything (the host is broken now)
+    (sim / "simulator.py").write_text("raise SystemExit('must not run')\n")
+    assert ps.main(argv + ["--reuse"]) == 0
+    assert capsys.readouterr().out == out
+
+
+def test_draws_and_parallel_below_one_are_clear_errors(tmp_path, capsys):
+    sim = pollux_checkout(tmp_path)
+    base = ["--simulator", str(sim), "--python", sys.executable, "--out", str(tmp_path / "o")]
+    assert ps.main(base + ["--draws", "0"]) == 2
+    assert "--draws 0: expected at least 1" in capsys.readouterr().err
+    assert ps.main(base + ["--parallel", "0"]) == 2
+    assert "--parallel 0: expected at least 1" in capsys.readouterr().err

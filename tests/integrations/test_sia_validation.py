@@ -115,3 +115,20 @@ def test_dropin_options_reach_the_drop_in(tmp_path, capsys):
     assert ss.main(base + ["--dropin-options", "[1]"]) == 2
     assert "expected a JSON object" in capsys.readouterr().err
     assert ss.main(base + ["--dropin-options", '{"sia_configs": false}']) == 0
+
+
+def test_runs_at_once_and_the_summary_against_sias_own(tmp_path, capsys):
+    sim = sia_checkout(tmp_path)
+    rc = ss.main(["--simulator", str(sim), "--python", sys.executable, "--workloads", "saturn/*.csv",
+                  "--parallel", "4", "--out", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    summary = out[out.index("### Mean JCT over the workloads"):]
+    ratios = []
+    for line in (x for x in summary.splitlines() if x.startswith("| saturn-")):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows = _rows(out, cells[0])
+        assert cells[1:3] == [rows["elasticopt"][2], rows["sia"][2]]
+        ratios.append(float(rows["elasticopt"][2]) / float(rows["sia"][2]))
+    assert len(ratios) == len(list((sim / "workloads" / "saturn").glob("*.csv")))
+    assert f"elasticopt / sia: at or below on {sum(r <= 1 for r in ratios)} of {len(ratios)} workloads" in summary

@@ -1,0 +1,79 @@
+"""validation/host_runs.py: running many host simulations at once, and the summary over workloads (hand-checked)."""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "validation"))
+
+import host_runs as hr  # noqa: E402
+
+from elasticopt.errors import ElasticoptError  # noqa: E402
+
+
+def test_runs_at_once_every_task_runs_and_failures_are_raised_together(capsys):
+    started, both = [], threading.Barrier(2, timeout=30)  # each of the first two waits for the other to start
+    done = []
+
+    def waits(name):
+        def run():
+            started.append(name)
+            both.wait()  # raises BrokenBarrierError (a test failure) unless the two run at the same time
+            done.append(name)
+        return run
+
+    def fails():
+        raise ElasticoptError("simulator.py exited with 1 (its output: /x/a.stdout)")
+
+    tasks = [("a on w1", waits("a")), ("b on w1", waits("b")), ("c on w2", fails), ("d on w2", lambda: done.append("d"))]
+    with pytest.raises(ElasticoptError) as err:
+        hr.run_all(tasks, 2, "tool")
+    assert sorted(done) == ["a", "b", "d"]  # the failure stopped nothing else
+    assert "1 of 4 runs failed" in str(err.value) and "c on w2: simulator.py exited with 1" in str(err.value)
+    assert "--reuse" in str(err.value)
+    assert "tool: a on w1 ..." in capsys.readouterr().err
+    order = []
+    hr.run_all([(str(i), lambda i=i: (order.append(i), time.sleep(0.01))) for i in range(4)], 1, "tool")
+    assert order == [0, 1, 2, 3]  # one at a time, in order
+    with pytest.raises(ElasticoptError, match="--parallel 0: expected at least 1"):
+        hr.run_all([], 0, "tool")
+
+
+def _row(mean):
+    return {"mean_jct_s": mean, "finished": 3, "submitted": 3}
+
+
+def test_summary_table_hand_checked():
+    per = [("w1", [("elasticopt", _row(90.0)), ("host", _row(100.0))]),
+           ("w2", [("elasticopt", _row(110.0)), ("host", _row(100.0)), ("published", _row(120.0))]),
+           ("w3", [("elasticopt", _row(50.0)), ("host", _row(50.0))])]
+    text = hr.summary_table(per, "elasticopt", ["host", "published", "absent"])
+    lines = text.splitlines()
+    assert lines[2] == "| workload | elasticopt s | host s | elasticopt / host | published s | elasticopt / published |"
+    assert lines[4] == "| w1 | 90 | 100 | 0.900 | n/a | n/a |"
+    assert lines[5] == "| w2 | 110 | 100 | 1.100 | 120 | 0.917 |"
+    g = math.exp((math.log(0.9) + math.log(1.1) + math.log(1.0)) / 3)
+    assert f"elasticopt / host: at or below on 2 of 3 workloads; ratios 0.900-1.100, geometric mean {g:.3f}" in text
+    assert "elasticopt / published: at or below on 1 of 1 workloads; ratios 0.917-0.917" in text
+    assert hr.summary_table(per, "other", ["host"]) == "" and hr.summary_table(per, "elasticopt", ["x"]) == ""
+
+
+def test_mean_of_draws_hand_checked():
+    a = {"mean_jct_s": 100.0, "median_jct_s": 50.0, "p99_jct_s": 300.0, "makespan_s": 1000.0, "restarts": 2.0,
+         "finished": 10, "submitted": 10}
+    b = dict(a, mean_jct_s=120.0, restarts=4.0, finished=9)
+    m = hr.mean_of_draws([a, b], [[1.0, 2.0], [3.0]])
+    assert m["mean_jct_s"] == 110.0 and m["restarts"] == 3.0 and m["median_jct_s"] == 50.0
+    assert m["finished"] == 9 and m["submitted"] == 10
+    assert m["calls"] == 3 and m["call_median_ms"] == 2.0 and m["call_max_ms"] == 3.0
+
+
+def test_draw_logs_are_named_beside_the_first():
+    assert hr.draw_log(Path("o/pollux/w.log"), 1) == Path("o/pollux/w.log")
+    assert hr.draw_log(Path("o/pollux/w.log"), 3) == Path("o/pollux/w.draw3.log")
