@@ -104,17 +104,24 @@ class PolluxPolicy(object):
         then the power mean of unscaled speedups, the restart factor only on a running job's count change.
     spread
         Also offer every replica count on any nodes, priced at its widest layout (default: packed only).
+    price_moves
+        Price the moves of running jobs that keep their replica count (Pollux restarts them): where the
+        answer moves some to place a packed job, the call also asks for the allocation without that job's
+        chosen count (each such job alone, then all of them), and keeps the one whose value is highest once
+        every moved job is valued with its restart factor (default False: moves are not priced).
     url, command, client
         Where the service is: see :class:`ElasticoptClient` (or pass one).
     """
 
     def __init__(self, p_fairness=-1.0, restart_penalty=30.0, solver="dp", time_limit_s=10.0,
-                 url=None, command=None, client=None, lexicographic=False, spread=False):
+                 url=None, command=None, client=None, lexicographic=False, spread=False, price_moves=False):
         if p_fairness > 1:
             raise ValueError("p_fairness must be <= 1, got %r" % (p_fairness,))
         self.p_fairness = float(p_fairness)
         self.lexicographic = bool(lexicographic)
         self.spread = bool(spread)
+        self.price_moves = bool(price_moves)
+        self._kept_moved = {}  # job id -> (value at its current count kept in place, the same count moved)
         self.restart_penalty = float(restart_penalty)
         self.solver = solver
         self.time_limit_s = time_limit_s
@@ -137,6 +144,7 @@ class PolluxPolicy(object):
         fair_k = max(-(-total // max(len(job_infos), 1)), 1)  # Pollux's fair-share replicas and nodes
         fair_n = max(-(-len(node_keys) // max(total, 1)), 1)
         jobs, lo, hi = [], None, None
+        self._kept_moved = {}
         order = sorted(job_infos, key=lambda k: (-(getattr(job_infos[k], "age", 0) or 0), str(k)))
         for key in order:
             info = job_infos[key]
@@ -166,6 +174,8 @@ class PolluxPolicy(object):
                     if not math.isfinite(x) or x < 0:
                         continue
                     u = pollux_utility(x, p)
+                    if k == cur and nodes == -(-k // per_node):  # the value if a packed job makes it move
+                        self._kept_moved[str(key)] = (u, pollux_utility(x * factor, p))
                 lo = u if lo is None or u < lo else lo
                 hi = u if hi is None or u > hi else hi
                 options.append({"gpus": k, "nodes": nodes, "value": u})
@@ -213,6 +223,8 @@ class PolluxPolicy(object):
             raise ElasticoptError("job keys must stay distinct as strings")
         doc, node_keys = self.build_request(job_infos, node_infos, prev_allocs)
         resp = self.client.request(doc)
+        if self.price_moves and resp.get("ok") and resp.get("allocation"):
+            resp = self._priced_moves(doc, resp)
         self.last_response = resp
         if resp["status"] not in ("optimal", "feasible", "limit"):
             raise ElasticoptError("no allocation: %s %s" % (resp["status"], resp.get("message", "")))
@@ -227,6 +239,73 @@ class PolluxPolicy(object):
                     replicas.extend([node_keys[node]] * count)
             allocations[key] = replicas
         return allocations, len(node_infos)
+
+    def _moves(self, doc, resp):
+        """(value lost by the running jobs the answer moves at their count, the jobs it placed anew)."""
+        alloc, lost, placed = resp["allocation"], 0.0, []
+        for job in doc["jobs"]:
+            a, run = alloc.get(job["id"]), job.get("running")
+            if not a or not a.get("moved"):
+                continue
+            if run and a["gpus"] == run["gpus"] and job["id"] in self._kept_moved:
+                kept, moved = self._kept_moved[job["id"]]
+                lost += kept - moved
+            else:
+                placed.append(job["id"])
+        return lost, placed
+
+    def _priced_moves(self, doc, resp, rounds=3, width=3):
+        """The answer, or one without some placed jobs' chosen counts, whichever is worth most with moves priced.
+
+        Each round asks again without one placed job's chosen count (each of the first ``width`` such jobs
+        alone, then all of them) and goes on from the try worth most; it stops when that try moves no running job.
+        """
+        lost, placed = self._moves(doc, resp)
+        if lost <= 0 or resp.get("objective_value") is None:
+            return resp
+        best, best_value = resp, resp["objective_value"] - lost
+        for _ in range(rounds):
+            tries = [[jid] for jid in placed[:width]] + ([placed] if len(placed) > 1 else [])
+            step = None
+            for drop in tries:
+                other = self._without_counts(doc, resp, drop)
+                if other is None:
+                    continue
+                try:
+                    again = self.client.request(other)
+                except ElasticoptError:  # e.g. a job left with nothing it may run: this try has no answer
+                    continue
+                if not again.get("allocation") or again.get("objective_value") is None:
+                    continue
+                again_lost, again_placed = self._moves(other, again)
+                value = again["objective_value"] - again_lost
+                if step is None or value > step[0]:
+                    step = (value, other, again, again_lost, again_placed)
+            if step is None:
+                break
+            value, doc, resp, lost, placed = step
+            if value > best_value + 1e-12 * max(1.0, abs(best_value)):
+                best, best_value = resp, value
+            if lost <= 0:
+                break
+        return best
+
+    @staticmethod
+    def _without_counts(doc, resp, drop):
+        """``doc`` without the chosen replica count of each job in ``drop``; None if one of them may not idle."""
+        jobs = []
+        for job in doc["jobs"]:
+            if job["id"] in drop:
+                k = resp["allocation"][job["id"]]["gpus"]
+                options = [o for o in job["options"] if o["gpus"] != k]
+                if not options:
+                    if job.get("running") and not job.get("preemptible", True):
+                        return None
+                    job = dict(job, options=[{"gpus": k, "value": 0.0}], pools=[])  # it can only idle
+                else:
+                    job = dict(job, options=options)
+            jobs.append(job)
+        return dict(doc, jobs=jobs)
 
 
 POLLUX_EPSILON = 1e-3  # Pollux adds it to every scaled speedup before the power mean

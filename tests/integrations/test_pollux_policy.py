@@ -204,3 +204,68 @@ def test_spread_offers_each_count_anywhere_at_its_widest_layout_and_runs(client)
     sim = Cluster(PolluxPolicy(client=client, spread=True), num_nodes=3, gpus_per_node=4, jobs=_jobs(10))
     sim.run()
     assert all(j.completion_time is not None for j in sim.jobs)
+
+
+def _fitness_of_lists(infos, alloc, prev, per_node, nodes, p, delta):
+    """Pollux's fitness of node lists: every job whose list changes pays the restart factor (a move at the
+    same count included), as Pollux's ``Problem._evaluate`` and its simulator's ``reallocate`` do."""
+    total_gpus = per_node * nodes
+    fair_k, fair_n = -(-total_gpus // len(infos)), -(-nodes // total_gpus)
+    terms = []
+    for key, info in infos.items():
+        got = list(alloc.get(key, []))
+        k, x = len(got), 0.0
+        if k:
+            x = info.speedup_fn(len(set(got)), k) / info.speedup_fn(fair_n, fair_k) / per_node
+            if got != list(prev.get(key, [])):
+                x *= max(info.age - info.num_restarts * delta, 0.0) / (info.age + delta)
+        terms.append(x + 1e-3)
+    return -sum(t ** p for t in terms)
+
+
+def _moved_at_same_count(alloc, prev):
+    return sorted(j for j, cur in prev.items() if len(alloc.get(j, [])) == len(cur) and alloc[j] != cur)
+
+
+def test_priced_moves_keep_running_jobs_where_moving_them_is_worth_less(client):
+    """Two young running jobs hold 2 GPUs of nodes 0 and 1; a new job is worth most on a whole node, which
+    moves one of them (restart factor 10/75 at age 45 s, one restart). With ``price_moves`` the new job
+    takes 2 GPUs beside it instead, and Pollux's own fitness of the answer is higher."""
+    nodes = {i: NodeInfo({GPU: 4}, preemptible=False) for i in range(3)}
+    infos = {"A": _info(5, age=45.0, restarts=1, max_replicas=2), "B": _info(5, age=45.0, restarts=1, max_replicas=2),
+             "D": _info(0, age=5000.0, max_replicas=4), "C": _info(0, age=10.0, max_replicas=4)}
+    prev = {"A": [0, 0], "B": [1, 1], "D": [2, 2, 2, 2]}
+    plain, _ = PolluxPolicy(client=client).optimize(infos, nodes, prev, nodes[0])
+    priced_policy = PolluxPolicy(client=client, price_moves=True)
+    priced, _ = priced_policy.optimize(infos, nodes, prev, nodes[0])
+    assert len(_moved_at_same_count(plain, prev)) == 1 and len(plain["C"]) == 4
+    assert _moved_at_same_count(priced, prev) == [] and len(set(priced["C"])) == 1
+    assert priced_policy.last_response["warnings"] == []
+    fit = [_fitness_of_lists(infos, a, prev, 4, 3, -1.0, 30.0) for a in (plain, priced)]
+    assert fit[1] > fit[0]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 5, 17, 19, 26, 38])
+def test_priced_moves_never_lower_pollux_fitness(client, seed):
+    """Whatever the answer, ``price_moves`` keeps it or one of higher fitness by Pollux's own rule (every job
+    whose placement changes restarts): the first answer is among the candidates it compares. Seeds 0 and 1
+    move no running job; the others move one at its count without ``price_moves`` (19, 26, 38: a young job
+    with restarts, whose factor is 0, so that move costs it its whole value)."""
+    rng = __import__("random").Random(seed)
+    nodes = {i: NodeInfo({GPU: 4}, preemptible=False) for i in range(3)}
+    infos, prev, free = {}, {}, [4, 4, 4]
+    for i in range(5):
+        info = _info(rng.randrange(6), age=rng.choice([20.0, 45.0, 400.0, 3000.0]), restarts=rng.randrange(3),
+                     max_replicas=rng.choice([2, 4, 6]))
+        infos[f"j{i}"] = info
+        k = rng.choice([0, 1, 2, 3])
+        n = rng.randrange(3)
+        if k and free[n] >= k:
+            prev[f"j{i}"], free[n] = [n] * k, free[n] - k
+    plain, _ = PolluxPolicy(client=client).optimize(infos, nodes, prev, nodes[0])
+    priced, _ = PolluxPolicy(client=client, price_moves=True).optimize(infos, nodes, prev, nodes[0])
+    assert bool(_moved_at_same_count(plain, prev)) == (seed not in (0, 1))
+    fit = [_fitness_of_lists(infos, a, prev, 4, 3, -1.0, 30.0) for a in (plain, priced)]
+    assert fit[1] >= fit[0] - 1e-9 * abs(fit[0])
+    if seed in (19, 26, 38):
+        assert fit[1] > fit[0] + 500  # the zero-valued move is gone
