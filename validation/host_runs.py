@@ -347,7 +347,8 @@ def run_all(tasks: Sequence[tuple[str, Callable[[], None]]], parallel: int, tool
         raise ElasticoptError(f"--parallel {parallel}: expected at least 1 simulation at a time")
 
     def one(label: str, run: Callable[[], None]) -> str | None:
-        print(f"{tool}: {label} ...", file=sys.stderr, flush=True)
+        sys.stderr.write(f"{tool}: {label} ...\n")  # one write: the threads' lines do not interleave
+        sys.stderr.flush()
         try:
             run()
         except ElasticoptError as exc:

@@ -108,13 +108,13 @@ class PolluxPolicy(object):
         Price the moves of running jobs that keep their replica count (Pollux restarts them): where the
         answer moves some to place a packed job, the call also asks for the allocation without that job's
         chosen count (each such job alone, then all of them), and keeps the one whose value is highest once
-        every moved job is valued with its restart factor (default False: moves are not priced).
+        every moved job is valued with its restart factor (default; False: moves are not priced).
     url, command, client
         Where the service is: see :class:`ElasticoptClient` (or pass one).
     """
 
     def __init__(self, p_fairness=-1.0, restart_penalty=30.0, solver="dp", time_limit_s=10.0,
-                 url=None, command=None, client=None, lexicographic=False, spread=False, price_moves=False):
+                 url=None, command=None, client=None, lexicographic=False, spread=False, price_moves=True):
         if p_fairness > 1:
             raise ValueError("p_fairness must be <= 1, got %r" % (p_fairness,))
         self.p_fairness = float(p_fairness)

@@ -235,7 +235,7 @@ def test_priced_moves_keep_running_jobs_where_moving_them_is_worth_less(client):
     infos = {"A": _info(5, age=45.0, restarts=1, max_replicas=2), "B": _info(5, age=45.0, restarts=1, max_replicas=2),
              "D": _info(0, age=5000.0, max_replicas=4), "C": _info(0, age=10.0, max_replicas=4)}
     prev = {"A": [0, 0], "B": [1, 1], "D": [2, 2, 2, 2]}
-    plain, _ = PolluxPolicy(client=client).optimize(infos, nodes, prev, nodes[0])
+    plain, _ = PolluxPolicy(client=client, price_moves=False).optimize(infos, nodes, prev, nodes[0])
     priced_policy = PolluxPolicy(client=client, price_moves=True)
     priced, _ = priced_policy.optimize(infos, nodes, prev, nodes[0])
     assert len(_moved_at_same_count(plain, prev)) == 1 and len(plain["C"]) == 4
@@ -262,7 +262,7 @@ def test_priced_moves_never_lower_pollux_fitness(client, seed):
         n = rng.randrange(3)
         if k and free[n] >= k:
             prev[f"j{i}"], free[n] = [n] * k, free[n] - k
-    plain, _ = PolluxPolicy(client=client).optimize(infos, nodes, prev, nodes[0])
+    plain, _ = PolluxPolicy(client=client, price_moves=False).optimize(infos, nodes, prev, nodes[0])
     priced, _ = PolluxPolicy(client=client, price_moves=True).optimize(infos, nodes, prev, nodes[0])
     assert bool(_moved_at_same_count(plain, prev)) == (seed not in (0, 1))
     fit = [_fitness_of_lists(infos, a, prev, 4, 3, -1.0, 30.0) for a in (plain, priced)]
