@@ -35,13 +35,18 @@ placement changes**, a queued job that starts included (Pollux:
 ``np.any(states != base_state)``); a running job that keeps its replica count
 keeps its nodes (the service's keep-in-place step) and its speedup, unless a
 packed job cannot be placed around it: then the fewest such jobs (one, else
-two) move, and Pollux restarts them.  A job
+two) move, and Pollux restarts them.  Those moves are priced after the solve
+(``price_moves``, default): where an answer moves running jobs at their count,
+the call also asks for the answers without the placed jobs' chosen counts and
+returns the one worth most when every moved job carries its restart factor.  A job
 without replicas contributes ``(1e-3)^p`` as in Pollux.  Ties go to the
 oldest jobs (Pollux's FIFO order).
 
 How it differs from Pollux's own policy
 ----------------------------------------
-- exact (Pollux: NSGA-II, 100 generations of 100 states, random);
+- exact over replica counts (Pollux: NSGA-II, 100 generations of 100 states, random); the moves a
+  placement needs are priced after the solve, over at most 3 rounds of 4 alternatives (``price_moves``),
+  not inside the search (Pollux's search prices every placement it tries);
 - packed layouts only: a job is never spread over more nodes than it needs
   (Pollux's search may spread, and also limits a node to one distributed job);
 - ``lexicographic=True`` gives the earlier variant: as many jobs running as
@@ -108,7 +113,8 @@ class PolluxPolicy(object):
         Price the moves of running jobs that keep their replica count (Pollux restarts them): where the
         answer moves some to place a packed job, the call also asks for the allocation without that job's
         chosen count (each such job alone, then all of them), and keeps the one whose value is highest once
-        every moved job is valued with its restart factor (default; False: moves are not priced).
+        every moved job is valued with its restart factor (default; False: moves are not priced). Not in
+        the ``lexicographic`` variant. Measured in Pollux's simulator: docs/integrations.md §3.
     url, command, client
         Where the service is: see :class:`ElasticoptClient` (or pass one).
     """
