@@ -71,6 +71,7 @@ import shlex
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -103,7 +104,8 @@ class PolluxPolicy(object):
         Per-call solver time limit (default 10 s; None: none).  It bounds the service's placement fallback
         (an exact solve with node variables where the dp's optimum over GPU totals cannot be placed), which
         without a limit ran for more than 10 min on one 4-job call in Pollux's simulator; a call that ends
-        at the limit without an allocation keeps every job where it is.
+        at the limit without an allocation keeps every job where it is. The requests that price moves
+        (``price_moves``) share it: none starts after it, each gets what is left of it.
     lexicographic
         False: Pollux's objective as it is (see the module docstring); True: the most running jobs first,
         then the power mean of unscaled speedups, the restart factor only on a running job's count change.
@@ -227,10 +229,12 @@ class PolluxPolicy(object):
         by_id = dict((str(k), k) for k in job_infos)
         if len(by_id) != len(job_infos):
             raise ElasticoptError("job keys must stay distinct as strings")
+        start = time.monotonic()
         doc, node_keys = self.build_request(job_infos, node_infos, prev_allocs)
         resp = self.client.request(doc)
         if self.price_moves and resp.get("ok") and resp.get("allocation"):
-            resp = self._priced_moves(doc, resp)
+            deadline = None if self.time_limit_s is None else start + float(self.time_limit_s)
+            resp = self._priced_moves(doc, resp, deadline)
         self.last_response = resp
         if resp["status"] not in ("optimal", "feasible", "limit"):
             raise ElasticoptError("no allocation: %s %s" % (resp["status"], resp.get("message", "")))
@@ -260,11 +264,13 @@ class PolluxPolicy(object):
                 placed.append(job["id"])
         return lost, placed
 
-    def _priced_moves(self, doc, resp, rounds=3, width=3):
+    def _priced_moves(self, doc, resp, deadline=None, rounds=3, width=3):
         """The answer, or one without some placed jobs' chosen counts, whichever is worth most with moves priced.
 
         Each round asks again without one placed job's chosen count (each of the first ``width`` such jobs
         alone, then all of them) and goes on from the try worth most; it stops when that try moves no running job.
+        ``deadline`` (``time.monotonic()``): the call's time limit, which the tries share (each gets what is left
+        of it as its own ``time_limit_s``; none starts after it).
         """
         lost, placed = self._moves(doc, resp)
         if lost <= 0 or resp.get("objective_value") is None:
@@ -274,9 +280,14 @@ class PolluxPolicy(object):
             tries = [[jid] for jid in placed[:width]] + ([placed] if len(placed) > 1 else [])
             step = None
             for drop in tries:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return best
                 other = self._without_counts(doc, resp, drop)
                 if other is None:
                     continue
+                if left is not None:
+                    other["time_limit_s"] = left
                 try:
                     again = self.client.request(other)
                 except ElasticoptError:  # e.g. a job left with nothing it may run: this try has no answer

@@ -269,3 +269,33 @@ def test_priced_moves_never_lower_pollux_fitness(client, seed):
     assert fit[1] >= fit[0] - 1e-9 * abs(fit[0])
     if seed in (19, 26, 38):
         assert fit[1] > fit[0] + 500  # the zero-valued move is gone
+
+
+def test_the_requests_that_price_moves_share_the_calls_time_limit(client):
+    """A call that prices moves sends no request after its time limit, and each gets what is left of it."""
+    import time
+
+    class Slow:
+        def __init__(self):
+            self.limits = []
+
+        def request(self, doc):
+            self.limits.append(doc.get("time_limit_s"))
+            time.sleep(0.6)
+            return client.request(doc)
+
+    nodes = {i: NodeInfo({GPU: 4}, preemptible=False) for i in range(3)}
+    infos = {"A": _info(5, age=45.0, restarts=1, max_replicas=2), "B": _info(5, age=45.0, restarts=1, max_replicas=2),
+             "D": _info(0, age=5000.0, max_replicas=4), "C": _info(0, age=10.0, max_replicas=4)}
+    prev = {"A": [0, 0], "B": [1, 1], "D": [2, 2, 2, 2]}
+    PolluxPolicy(client=client).optimize(infos, nodes, prev, nodes[0])  # the service's start is not this call's
+    slow = Slow()
+    t0 = time.monotonic()
+    PolluxPolicy(client=slow, time_limit_s=1.0).optimize(infos, nodes, prev, nodes[0])
+    took = time.monotonic() - t0
+    # the first answer moves A (C packed on a whole node); one try (C without 4 replicas) starts before the limit
+    assert len(slow.limits) == 2 and slow.limits[0] == 1.0 and 0 < slow.limits[1] < 1.0 - 0.6
+    assert took < 1.0 + 0.6 + 0.5  # the last try starts before the limit and takes one request's time
+    unlimited = Slow()
+    PolluxPolicy(client=unlimited, time_limit_s=None).optimize(infos, nodes, prev, nodes[0])
+    assert len(unlimited.limits) == 3 and set(unlimited.limits) == {None}  # C without 4, then without 3 replicas
