@@ -14,8 +14,8 @@ summary.json``, found in the checkout; ``--published`` names another folder).  `
 elasticopt,pollux`` reruns Pollux's own policy too (the artifact's README: up to 30 min a workload);
 ``--workloads 'workload-6.csv'`` picks workloads; ``--jobs N`` cuts each workload to its first N jobs
 (then the published rows are of the whole workload: not comparable).  Pollux's genetic search is random:
-``--draws K`` runs each host policy K times per workload, a row per draw and their mean (the row the ratio
-uses).  ``--parallel N`` runs N simulations at once (each a process busy on one core: with a core per run, the
+``--draws K`` runs each host policy K times per workload, a row per draw and their mean (the rerun's row in
+the last table, and the ratio's base where nothing is published).  ``--parallel N`` runs N simulations at once (each a process busy on one core: with a core per run, the
 whole comparison takes as long as its longest run).  The last table puts the drop-in's mean JCT beside the
 published and rerun Pollux's on every workload, with how many it is at or below.
 
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="simulations run at once, each a host process (and a service for the drop-in; default 1)")
     ap.add_argument("--draws", type=int, default=1,
                     help="runs of each host policy per workload (Pollux's genetic search is random): a row per "
-                         "draw and their mean, the row the ratios use (default 1)")
+                         "draw and their mean, the rerun's row in the last table (default 1)")
     a = ap.parse_args(argv)
     simulator, out = a.simulator.resolve(), a.out.resolve()
     try:
