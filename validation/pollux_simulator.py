@@ -126,13 +126,14 @@ def published_sources(simulator: Path, published: Path | None) -> list[tuple[str
 
 
 def run_policy(simulator: Path, python: str, name: str, workload: Path, log: Path, serve: list[str],
-               extra: str, options: dict | None = None) -> None:
+               extra: str, options: dict | None = None, record: bool = False) -> None:
     """One policy on one workload in the artifact's single-workload mode; its log goes to ``log``."""
     policy = "pollux" if name == "elasticopt" else name
     argv = ["--policy", policy, *shlex.split(extra), "--output", str(log), str(workload)]
+    keep = ("--record", str(log.with_suffix(".requests.jsonl"))) if record else ()  # the service's own record
     hr.run_host(hr.HostRun(
         simulator=simulator, python=python, script="simulator.py", args=tuple(argv), module="pollux",
-        cls="PolluxPolicy", dropin=DROPIN if name == "elasticopt" else None, command=tuple(serve),
+        cls="PolluxPolicy", dropin=DROPIN if name == "elasticopt" else None, command=tuple(serve) + keep,
         timed=(("pollux", "PolluxPolicy"),) if policy == "pollux" else (),
         stdout=log.with_suffix(".stdout"), calls=log.with_suffix(".calls.json"), options=options or {},
         service=log.with_suffix(".service.json")))
@@ -172,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                          f"'{{\"p_fairness\": -1}}' (default none)")
     ap.add_argument("--parallel", type=int, default=1,
                     help="simulations run at once, each a host process (and a service for the drop-in; default 1)")
+    ap.add_argument("--record", action="store_true",
+                    help="keep the drop-in's requests of each run (<log>.requests.jsonl, elasticopt serve --record): "
+                         "'elasticopt serve --stdio < FILE' answers them again")
     ap.add_argument("--draws", type=int, default=1,
                     help="runs of each host policy per workload (Pollux's genetic search is random): a row per "
                          "draw and their mean, the rerun's row in the last table (default 1)")
@@ -200,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                     if not (a.reuse and log.is_file()):
                         label = f"{name} on {tag}" + (f" (draw {d} of {len(paths)})" if len(paths) > 1 else "")
                         tasks.append((label, partial(run_policy, simulator, a.python, name, wl, log, serve,
-                                                     a.sim_args, options)))
+                                                     a.sim_args, options, a.record)))
         hr.run_all(tasks, a.parallel, "pollux_simulator")
         text, calls, slow, per_workload = "", {n: [] for n in names}, {n: [] for n in names}, []
         for w, tag, logs in plan:

@@ -76,13 +76,14 @@ def check_inputs(simulator: Path, python: str, patterns: list[str]) -> list[Path
 
 
 def run_policy(simulator: Path, python: str, name: str, workload: Path, log: Path, serve: list[str],
-               extra: str, options: dict | None = None) -> None:
+               extra: str, options: dict | None = None, record: bool = False) -> None:
     """One policy on one workload; the artifact's log goes to ``log``, its stdout next to it."""
     policy, args, dropin = POLICIES[name]
     argv = [str(workload), f"--policy={policy}", *shlex.split(args), *shlex.split(extra), f"--output={log}"]
+    keep = ("--record", str(log.with_suffix(".requests.jsonl"))) if record else ()  # the service's own record
     hr.run_host(hr.HostRun(
         simulator=simulator, python=python, script="multi_simulator.py", args=tuple(argv), module="sia",
-        cls="SiaPolicy", dropin=DROPIN if dropin else None, command=tuple(serve),
+        cls="SiaPolicy", dropin=DROPIN if dropin else None, command=tuple(serve) + keep,
         timed=(("sia", "SiaPolicy"), ("gavel", "GavelPolicy")), stdout=log.with_suffix(".stdout"),
         calls=log.with_suffix(".calls.json"), options=options or {}, service=log.with_suffix(".service.json")))
 
@@ -131,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
                          f"'{{\"p_fairness\": -1}}' (default none)")
     ap.add_argument("--parallel", type=int, default=1,
                     help="simulations run at once, each a host process (and a service for the drop-in; default 1)")
+    ap.add_argument("--record", action="store_true",
+                    help="keep the drop-in's requests of each run (<log>.requests.jsonl, elasticopt serve --record): "
+                         "'elasticopt serve --stdio < FILE' answers them again")
     a = ap.parse_args(argv)
     simulator, out = a.simulator.resolve(), a.out.resolve()
     try:
@@ -150,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 log = out / name / f"{tag}.log"
                 if not (a.reuse and log.is_file()):
                     tasks.append((f"{name} on {tag}", partial(run_policy, simulator, a.python, name, wl, log, serve,
-                                                              a.sim_args, options)))
+                                                              a.sim_args, options, a.record)))
         hr.run_all(tasks, a.parallel, "sia_simulator")
         text, calls, slow, per_workload = "", {n: [] for n in names}, {n: [] for n in names}, []
         for w, tag in plan:

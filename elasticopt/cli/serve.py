@@ -43,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="folder that keeps the DP's compiled kernels between runs, so each kernel shape is compiled "
                    "once per machine, not once per service (default $ELASTICOPT_KERNEL_CACHE, else "
                    "$XDG_CACHE_HOME/elasticopt/xla or ~/.cache/elasticopt/xla; 'none': compile in every run)")
+    p.add_argument("--record", default=None, metavar="FILE",
+                   help="append every request to FILE, one JSON line each, before it is answered; "
+                   "'elasticopt serve --stdio < FILE' answers them again (why did a host's run go as it did)")
     warm = p.add_mutually_exclusive_group()
     warm.add_argument("--warm", action="store_true", help="compile the DP's kernels for one to three pools before "
                       "the first answer (the default; the flag states it): 10-20 s once")
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     cache = args.kernel_cache
     use_kernel_cache(default_kernel_cache() if cache is None else (None if cache.strip().lower() == "none" else cache))
     service = AllocationService(default_solver=args.solver, default_time_limit_s=args.time_limit_s,
-                                placement_fallback=fallback)
+                                placement_fallback=fallback, record=args.record)
     if not args.no_warm_up:
         service.warm_up()  # ends with settle_heap()
     else:

@@ -198,6 +198,10 @@ class SiaPolicy(HostSiaPolicy):
         Re-allocation delay in seconds of jobs whose model has no per-model penalty (Sia: 30).
     per_model_penalty
         Use Sia's per-model restart penalties (``restart_penalty_of``) instead of one constant.
+    restart_penalties_s
+        ``{name part: seconds}`` over Sia's per-model penalties: the first part contained in a job's name gives
+        its delta (e.g. the simulator's own re-scale times, ``applications.py``: ``{"yolov3": 80, "cifar": 50}``);
+        None (default): Sia's ``get_restart_penalty``.
     project_throughputs
         Price a GPU type the job has no profile on from a profiled one (Sia's ``--project_throughputs``).
     share_max_replicas
@@ -235,12 +239,17 @@ class SiaPolicy(HostSiaPolicy):
     def __init__(self, p_fairness=-0.5, restart_penalty=30.0, solver="dp", time_limit_s=10.0,
                  url=None, command=None, client=None, per_model_penalty=True, project_throughputs=True,
                  share_max_replicas=False, no_alloc=None, sia_configs=True, first_unit="slowest",
-                 first_by_throughput=None, **host_options):
+                 first_by_throughput=None, restart_penalties_s=None, **host_options):
         if p_fairness > 1:
             raise ValueError("p_fairness must be <= 1, got %r" % (p_fairness,))
         self.p_fairness = float(p_fairness)
         self.restart_penalty = float(restart_penalty)
         self.per_model_penalty = bool(per_model_penalty)
+        table = dict(restart_penalties_s or {})
+        if any(not isinstance(k, str) or not k or not isinstance(v, (int, float)) or isinstance(v, bool)
+               or not (v >= 0 and math.isfinite(v)) for k, v in table.items()):
+            raise ValueError("restart_penalties_s: expected {name part: seconds >= 0}, got %r" % (restart_penalties_s,))
+        self.restart_penalties_s = tuple((k, float(v)) for k, v in table.items())
         self.project_throughputs = bool(project_throughputs)
         self.share_max_replicas = bool(share_max_replicas)
         self.no_alloc = None if no_alloc is None else float(no_alloc)
@@ -272,6 +281,9 @@ class SiaPolicy(HostSiaPolicy):
 
     def penalty_of(self, key):
         """The restart penalty delta (s) of job ``key``."""
+        for part, seconds in self.restart_penalties_s:
+            if part in str(key):
+                return seconds
         return restart_penalty_of(key, self.restart_penalty) if self.per_model_penalty else self.restart_penalty
 
     def realloc_factor(self, key, info):

@@ -15,10 +15,11 @@ import dataclasses
 import gc
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
 from elasticopt.errors import (
     ElasticoptError,
@@ -170,6 +171,11 @@ class AllocationService:
         as it is; ``"auto"``: the first installed backend of
         :func:`~elasticopt.solvers.placement_solvers` (by its capabilities).
         The re-solve gets what is left of the request's time limit.
+    record
+        A file every request that arrives as text (:meth:`handle_bytes`, both transports) is appended to, one
+        JSON line each, before it is answered (``elasticopt serve --record``): ``elasticopt serve --stdio <
+        FILE`` answers them again, the same way (the solve is deterministic), to see why a host's run went as
+        it did.  None: nothing is kept.
     """
 
     def __init__(
@@ -178,6 +184,7 @@ class AllocationService:
         default_time_limit_s: float | None = None,
         solve: Callable[..., Solution] = solve,
         placement_fallback: str | None = "auto",
+        record: str | os.PathLike[str] | None = None,
     ):
         self.default_solver = RequestedSolver.from_request(default_solver)
         get_backend(self.default_solver.name)  # an unknown or missing default fails at start, not per request
@@ -190,11 +197,29 @@ class AllocationService:
             get_backend(placement_fallback)
         self.placement_fallback = placement_fallback
         self._lock = threading.Lock()
+        self._record: BinaryIO | None = None
+        self._record_lock = threading.Lock()
+        if record is not None:
+            try:
+                self._record = open(record, "ab")  # noqa: SIM115 (kept open for the service's life)
+            except OSError as exc:
+                raise ElasticoptError(f"--record {record}: cannot open it for appending ({exc.strerror}); expected a "
+                                      "file in an existing, writable folder") from None
+
+    def _keep(self, data: bytes | str) -> None:
+        """Append one request to the record as one line (JSON's line breaks are whitespace: made spaces)."""
+        raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+        line = raw.replace(b"\r", b" ").replace(b"\n", b" ").strip() + b"\n"
+        with self._record_lock:
+            self._record.write(line)  # type: ignore[union-attr]
+            self._record.flush()  # type: ignore[union-attr]
 
     # -- entry points -------------------------------------------------------------------------------------------
 
     def handle_bytes(self, data: bytes | str) -> tuple[dict[str, Any], bytes]:
         """Answer one request's JSON text; returns the response and its JSON bytes (one line)."""
+        if self._record is not None:
+            self._keep(data)
         resp = self.handle(data)
         return resp, json.dumps(resp, separators=(",", ":"), allow_nan=False).encode() + b"\n"
 

@@ -170,3 +170,18 @@ def test_draws_and_parallel_below_one_are_clear_errors(tmp_path, capsys):
     assert "--draws 0: expected at least 1" in capsys.readouterr().err
     assert ps.main(base + ["--parallel", "0"]) == 2
     assert "--parallel 0: expected at least 1" in capsys.readouterr().err
+
+
+def test_record_keeps_the_drop_ins_requests_only(tmp_path, capsys):
+    """``--record``: the drop-in's run keeps one request per call in ``<log>.requests.jsonl``; a host policy's run
+    (no service) keeps none."""
+    sim = pollux_checkout(tmp_path)
+    out_dir = tmp_path / "o"
+    assert ps.main(["--simulator", str(sim), "--python", sys.executable, "--policies", "elasticopt,tiresias",
+                    "--workloads", "workload-1.csv", "--jobs", "4", "--record", "--out", str(out_dir)]) == 0
+    capsys.readouterr()
+    base = out_dir / "elasticopt" / "workload-1-first4"
+    reqs = [json.loads(x) for x in base.with_suffix(".requests.jsonl").read_bytes().splitlines()]
+    assert len(reqs) >= len(hr.read_calls(base.with_suffix(".calls.json"))) > 0  # priced moves: more than calls
+    assert all(r["format"] == "elasticopt-request/1" and r["objective"] == "values" for r in reqs)
+    assert not list((out_dir / "tiresias").glob("*.requests.jsonl"))

@@ -186,6 +186,22 @@ def test_the_restart_penalty_is_sias_per_model_one(policy):
     assert policy.penalty_of("imagenet-0") == 250.0 and policy.penalty_of("deepspeech2-1") == 25.0
 
 
+def test_restart_penalties_s_override_sias_table(policy):
+    """The same cifar10 job with delta 250 s from ``restart_penalties_s`` (factor 300/550, 1.6 x 0.55 < 1) stays
+    at one GPU; a job the table does not name keeps Sia's penalty; bad tables are refused."""
+    nodes = node_infos({"rtx": (1, 2)})
+    fn = GoodputSpeedup(0.25, 0.0, 1.0)
+    slow = SiaPolicy(client=policy.client, restart_penalties_s={"cifar": 250, "yolov3": 80})
+    infos = {"cifar10-0": job_info("cifar10-0", ["rtx"], {"rtx": fn}, {"rtx": 2}, age=300.0)}
+    alloc = slow.optimize(infos, nodes, {"cifar10-0": ("rtx", [0])})
+    assert len(alloc["cifar10-0"][1]) == 1, alloc
+    assert slow.penalty_of("yolov3-7") == 80.0 and slow.penalty_of("imagenet-0") == 250.0
+    assert slow.penalty_of("deepspeech2-1") == 25.0
+    for bad in ({"cifar": -1}, {"": 5}, {"cifar": True}, {"cifar": float("nan")}):
+        with pytest.raises(ValueError, match="restart_penalties_s: expected"):
+            SiaPolicy(client=policy.client, restart_penalties_s=bad)
+
+
 def test_scale_unit_counts_and_the_replicas_asked_for(policy):
     nodes = node_infos({"dgx": (1, 8)})
     fn = GoodputSpeedup(0.05, 0.2, 1.0)

@@ -132,3 +132,24 @@ def test_runs_at_once_and_the_summary_against_sias_own(tmp_path, capsys):
         ratios.append(float(rows["elasticopt"][2]) / float(rows["sia"][2]))
     assert len(ratios) == len(list((sim / "workloads" / "saturn").glob("*.csv")))
     assert f"elasticopt / sia: at or below on {sum(r <= 1 for r in ratios)} of {len(ratios)} workloads" in summary
+
+
+def test_record_keeps_the_drop_ins_requests_and_a_replay_answers_them(tmp_path, capsys):
+    """``--record``: one request per timed call in ``<log>.requests.jsonl``, the restart table of
+    ``--dropin-options`` inside them; fed back to ``elasticopt serve --stdio`` every one is answered."""
+    import json
+
+    sim = sia_checkout(tmp_path)
+    rc = ss.main(["--simulator", str(sim), "--python", sys.executable, "--jobs", "4", "--policies", "elasticopt",
+                  "--out", str(tmp_path / "o"), "--record",
+                  "--dropin-options", '{"restart_penalties_s": {"cifar": 500}}'])
+    assert rc == 0, capsys.readouterr().err
+    base = tmp_path / "o" / "elasticopt" / "saturn-workload-1-first4"
+    kept = base.with_suffix(".requests.jsonl").read_bytes()
+    reqs = [json.loads(x) for x in kept.splitlines()]
+    assert len(reqs) == len(hr.read_calls(base.with_suffix(".calls.json"))) > 0
+    assert all(r["format"] == "elasticopt-request/1" for r in reqs)
+    out = subprocess.run([sys.executable, "-m", "elasticopt", "serve", "--stdio", "--no-warm-up"], input=kept,
+                         capture_output=True, timeout=600)
+    answers = [json.loads(x) for x in out.stdout.splitlines()]
+    assert out.returncode == 0 and len(answers) == len(reqs) and all(a["ok"] for a in answers)

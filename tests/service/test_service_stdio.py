@@ -73,3 +73,26 @@ def test_stdio_stops_quietly_when_the_host_closes_stdout():
         pass
     assert proc.wait(timeout=120) == 0
     assert b"Traceback" not in proc.stderr.read()  # type: ignore[union-attr]
+
+
+def test_record_keeps_every_request_and_a_replay_answers_the_same(tmp_path):
+    """``--record FILE``: each request a line (a pretty-printed one made one line), in order, bad ones too; the
+    file fed back to ``serve --stdio`` gets the same answers; a record in a missing folder is a clear error."""
+    reqs = [instance_request("tiny.json", request_id=1), instance_request("mixed.json", request_id=2)]
+    lines = json.dumps(reqs[0]).encode() + b"\n" + b"{not json\n" + json.dumps(reqs[1]).encode() + b"\n"
+    record = tmp_path / "requests.jsonl"
+    first, proc = _serve(lines, "--no-warm-up", "--record", str(record))
+    assert proc.returncode == 0, proc.stderr
+    kept = record.read_bytes().splitlines()
+    assert len(kept) == 3 and json.loads(kept[0]) == reqs[0] and kept[1] == b"{not json"
+    again, proc = _serve(record.read_bytes(), "--no-warm-up")
+    assert [(r["ok"], r.get("objective")) for r in again] == [(r["ok"], r.get("objective")) for r in first]
+    assert [r["ok"] for r in first] == [True, False, True]
+    from elasticopt.service import AllocationService
+
+    service = AllocationService(record=tmp_path / "pretty.jsonl")
+    service.handle_bytes(json.dumps(reqs[0], indent=2))
+    assert json.loads((tmp_path / "pretty.jsonl").read_bytes().splitlines()[0]) == reqs[0]
+    _, proc = _serve(b"", "--no-warm-up", "--record", str(tmp_path / "no" / "such" / "r.jsonl"))
+    assert proc.returncode != 0 and b"Traceback" not in proc.stderr
+    assert b"--record" in proc.stderr and b"existing, writable folder" in proc.stderr
