@@ -130,7 +130,10 @@ def run_policy(simulator: Path, python: str, name: str, workload: Path, log: Pat
     """One policy on one workload in the artifact's single-workload mode; its log goes to ``log``."""
     policy = "pollux" if name == "elasticopt" else name
     argv = ["--policy", policy, *shlex.split(extra), "--output", str(log), str(workload)]
-    keep = ("--record", str(log.with_suffix(".requests.jsonl"))) if record else ()  # the service's own record
+    keep: tuple[str, ...] = ()
+    if record:  # the service's own record, which appends: a run again starts it afresh
+        log.with_suffix(".requests.jsonl").unlink(missing_ok=True)
+        keep = ("--record", str(log.with_suffix(".requests.jsonl")))
     hr.run_host(hr.HostRun(
         simulator=simulator, python=python, script="simulator.py", args=tuple(argv), module="pollux",
         cls="PolluxPolicy", dropin=DROPIN if name == "elasticopt" else None, command=tuple(serve) + keep,

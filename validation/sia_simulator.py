@@ -80,7 +80,10 @@ def run_policy(simulator: Path, python: str, name: str, workload: Path, log: Pat
     """One policy on one workload; the artifact's log goes to ``log``, its stdout next to it."""
     policy, args, dropin = POLICIES[name]
     argv = [str(workload), f"--policy={policy}", *shlex.split(args), *shlex.split(extra), f"--output={log}"]
-    keep = ("--record", str(log.with_suffix(".requests.jsonl"))) if record else ()  # the service's own record
+    keep: tuple[str, ...] = ()
+    if record:  # the service's own record, which appends: a run again starts it afresh
+        log.with_suffix(".requests.jsonl").unlink(missing_ok=True)
+        keep = ("--record", str(log.with_suffix(".requests.jsonl")))
     hr.run_host(hr.HostRun(
         simulator=simulator, python=python, script="multi_simulator.py", args=tuple(argv), module="sia",
         cls="SiaPolicy", dropin=DROPIN if dropin else None, command=tuple(serve) + keep,

@@ -153,3 +153,8 @@ def test_record_keeps_the_drop_ins_requests_and_a_replay_answers_them(tmp_path, 
                          capture_output=True, timeout=600)
     answers = [json.loads(x) for x in out.stdout.splitlines()]
     assert out.returncode == 0 and len(answers) == len(reqs) and all(a["ok"] for a in answers)
+    # run again into the same folder: the record is the new run's, not appended to the old one
+    assert ss.main(["--simulator", str(sim), "--python", sys.executable, "--jobs", "4", "--policies", "elasticopt",
+                    "--out", str(tmp_path / "o"), "--record",
+                    "--dropin-options", '{"restart_penalties_s": {"cifar": 500}}']) == 0
+    assert base.with_suffix(".requests.jsonl").read_bytes().count(b"\n") == len(reqs)
