@@ -17,22 +17,33 @@ A body larger than ``max_body_bytes`` (default :data:`DEFAULT_MAX_BODY_BYTES`,
 structured ``request_too_large`` error without being read into memory: a
 ``Content-Length`` above the limit is refused before any of the body is read;
 a body without one (chunked) is read in the server's chunks and refused as
-soon as their total passes the limit.
+soon as their total passes the limit.  Before the refusal is sent, the rest of
+the body is read and dropped chunk by chunk (nothing of it is kept) for up to
+:data:`DROP_BODY_S` seconds, as web servers' "lingering close" does: clients
+that send a body whole before they read (urllib, requests) then get the 413
+and its error, not a connection reset.  A client that sent
+``Expect: 100-continue`` (curl for large bodies) is refused from the header
+without being asked for the body.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
+import time
 from typing import Any
 
 from elasticopt.service.dispatch import HTTP_STATUS, AllocationService
 from elasticopt.service.protocol import ServiceError, error_response, load_schema
 
-__all__ = ["make_app", "bind", "serve_http", "DEFAULT_MAX_BODY_BYTES"]
+__all__ = ["make_app", "bind", "serve_http", "DEFAULT_MAX_BODY_BYTES", "DROP_BODY_S"]
 
 #: Largest request body the HTTP transport reads (64 MiB).
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+
+#: Longest the rest of a refused body is read and dropped before the refusal is sent (seconds).
+DROP_BODY_S = 10.0
 
 
 def _too_large(limit: int, found: str) -> ServiceError:
@@ -42,10 +53,10 @@ def _too_large(limit: int, found: str) -> ServiceError:
 
 
 def make_app(service: AllocationService, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Any:
-    """The starlette application of ``service`` (bodies over ``max_body_bytes`` are refused unread)."""
+    """The starlette application of ``service`` (bodies over ``max_body_bytes`` are refused, none of them kept)."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
@@ -57,18 +68,39 @@ def make_app(service: AllocationService, max_body_bytes: int = DEFAULT_MAX_BODY_
 
     async def solve_route(request: Request) -> Response:
         length = request.headers.get("content-length")
+        waits = "100-continue" in request.headers.get("expect", "").lower()  # sends the body once told to
+        refusal = None
         if length is not None:
-            if not length.strip().isdigit():
+            if not length.strip().isdigit():  # (the body's end unknown: nothing to drop)
                 return refuse(ServiceError("invalid_request", "Content-Length: expected a number of bytes",
                                            "(headers).content-length", "a number of bytes", length))
             if int(length) > max_body_bytes:
-                return refuse(_too_large(max_body_bytes, f"of {int(length)} bytes (Content-Length)"))
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_body_bytes:
-                return refuse(_too_large(max_body_bytes, f"of more than {max_body_bytes} bytes (read so far: {size})"))
-            chunks.append(chunk)
+                refusal = _too_large(max_body_bytes, f"of {int(length)} bytes (Content-Length)")
+                if waits:
+                    return refuse(refusal)  # the client has sent no body: nothing to drop
+        chunks, size, until = [], 0, time.monotonic() + DROP_BODY_S
+        stream = request.stream().__aiter__()
+        try:
+            while True:
+                if refusal is None:
+                    chunk = await stream.__anext__()
+                elif waits or time.monotonic() >= until:
+                    break  # the rest is not read: the refusal closes the connection
+                else:  # dropped as it comes, so that a client still sending reads the refusal, not a reset
+                    chunk = await asyncio.wait_for(stream.__anext__(), until - time.monotonic())
+                size += len(chunk)
+                if refusal is None and size > max_body_bytes:
+                    refusal = _too_large(max_body_bytes, f"of more than {max_body_bytes} bytes (read so far: {size})")
+                    until = time.monotonic() + DROP_BODY_S
+                if refusal is None:
+                    chunks.append(chunk)
+        except StopAsyncIteration:
+            pass
+        except (ClientDisconnect, asyncio.TimeoutError):
+            if refusal is None:
+                raise
+        if refusal is not None:
+            return refuse(refusal)
         body = b"".join(chunks)
         resp, data = await run_in_threadpool(service.handle_bytes, body)
         status = 200 if resp["ok"] else HTTP_STATUS[resp["error"]["code"]]

@@ -94,10 +94,13 @@ def test_http_refuses_a_body_over_the_limit_without_reading_it():
     proc, url = _server("--max-body-mib", "1")
     try:
         before = _rss_kib(proc.pid)
-        # a 200 MB Content-Length: refused from the header alone (nothing of the body is sent)
+        # a 200 MB Content-Length with Expect: 100-continue (curl's way): refused from the header alone, the
+        # body never asked for
         head = (f"POST /v1/solve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {200 * 1000 * 1000}\r\n\r\n").encode()
+                f"Expect: 100-continue\r\nContent-Length: {200 * 1000 * 1000}\r\n\r\n").encode()
+        t0 = time.monotonic()
         status, resp = _raw(url, head, [])
+        assert time.monotonic() - t0 < 5  # not after the drop window (10 s)
         assert status == 413 and check_response(resp)["error"]["code"] == "request_too_large"
         assert "Content-Length" in resp["error"]["found"] and resp["error"]["path"] == "(body)"
         # chunked, no Content-Length: refused once the chunks pass the limit, not read whole
@@ -112,6 +115,31 @@ def test_http_refuses_a_body_over_the_limit_without_reading_it():
         head = (f"POST /v1/solve HTTP/1.1\r\nHost: x\r\nContent-Length: {len(small)}\r\n\r\n").encode()
         status, resp = _raw(url, head, [small])
         assert status == 200 and resp["ok"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_http_refusal_reaches_clients_that_send_the_whole_body_first():
+    """urllib (as requests) sends all of a body before it reads: the refusal came as a connection reset
+    ("[Errno 104] Connection reset by peer"), the structured error lost.  The rest of a refused body is now
+    read and dropped, so the client gets the 413 and its error, with a Content-Length or chunked."""
+    import urllib.error
+    import urllib.request
+
+    proc, url = _server("--max-body-mib", "1")
+    try:
+        before = _rss_kib(proc.pid)
+        body = b"x" * (48 * 1024 * 1024)
+        target = f"http://{url.hostname}:{url.port}/v1/solve"
+        for data in (body, (body[i:i + 65536] for i in range(0, len(body), 65536))):  # Content-Length, chunked
+            req = urllib.request.Request(target, data=data, headers={"Content-Type": "application/json"})
+            with pytest.raises(urllib.error.HTTPError) as exc:
+                urllib.request.urlopen(req, timeout=60)
+            assert exc.value.code == 413
+            resp = check_response(json.loads(exc.value.read()))
+            assert resp["error"]["code"] == "request_too_large" and "1048576 bytes" in resp["error"]["message"]
+        assert _rss_kib(proc.pid) - before < 24 * 1024  # dropped as read: far below the 2 x 48 MiB sent
     finally:
         proc.terminate()
         proc.wait(timeout=20)
