@@ -12,7 +12,10 @@ For each size, on the same request, side by side in one run (medians):
   validate, translate, solve, verify, place, respond), after a warm-up that
   freezes the heap as ``elasticopt serve`` does;
 - ``stdio``: a round trip through ``elasticopt serve --stdio`` (a subprocess);
-- ``http``: a round trip through ``elasticopt serve --http`` (urllib client).
+- ``http``: a round trip through ``elasticopt serve --http`` (urllib client);
+- ``orjson``: ``orjson.loads`` of the request's bytes alone, the least any JSON
+  transport must spend, beside ``budget``, a quarter of ``solve`` (issue 22's
+  target: the service adds at most that).
 
 Two request kinds: ``paper`` (fitted profiles, the instance family of
 ``elasticopt generate``) and ``values`` (caller values as PolluxPolicy sends
@@ -31,6 +34,8 @@ import sys
 import time
 import urllib.request
 from typing import Any, Callable
+
+import orjson
 
 from elasticopt import solve
 from elasticopt.generate import generate_instance
@@ -114,7 +119,9 @@ def main() -> None:
                     "service": median_s(lambda: service.handle(data), a.repeats),
                     "stdio": median_s(via_stdio, a.repeats),
                     "http": median_s(via_http, a.repeats),
+                    "orjson": median_s(lambda: orjson.loads(data), a.repeats),
                 }
+                t["budget"] = 0.25 * t["solve"]
                 parts = service.handle(data)["timings"]
                 rows.append((n, gpus, kind, len(data), t, parts))
     finally:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from elasticopt.models.jsontext import MAX_EXACT_INT
 
-__all__ = ["fast_parse", "fast_valid"]
+__all__ = ["fast_parse", "fast_valid", "plain_json"]
 
 
 #: Texts the slow parser must see: 16 digits in a row (an integer literal past 2**53, which orjson reads as a
@@ -46,6 +46,27 @@ def fast_parse(raw: bytes) -> Any | None:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
+
+
+def plain_json(data: Any) -> bool:
+    """Whether ``data``, a document built in Python, is what :func:`fast_parse` reads from its own JSON text.
+
+    Written by orjson and read back through :func:`fast_parse`'s screen, it must come back equal: objects
+    with string keys, lists (not tuples), strings, booleans, null, integers of at most 15 digits and finite
+    floats.  Such a document may take the fast path of a file (:func:`fast_valid`); anything else (NaN,
+    infinity, a long integer, a tuple, a numpy scalar, a non-string key) goes down the slow path, which
+    words its error as before.
+    """
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - a base dependency
+        return False
+    try:
+        raw = orjson.dumps(data)
+    except TypeError:  # orjson.JSONEncodeError: a value JSON has no text for (numpy scalar, non-string key...)
+        return False
+    back = fast_parse(raw)
+    return back is not None and back == data
 
 
 def _strict(node: Any) -> Any:

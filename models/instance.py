@@ -35,7 +35,7 @@ from elasticopt.models.instance_format2 import (
     problem_to_dict_2,
 )
 from elasticopt.models import rules
-from elasticopt.models.fastload import fast_parse, fast_valid
+from elasticopt.models.fastload import fast_parse, fast_valid, plain_json
 from elasticopt.models.jsontext import check_values, decode, describe, loads, read_bytes
 from elasticopt.models.problem import Cluster, Job, Problem, Running
 from elasticopt.profiles.throughput import MeasuredThroughput, ThroughputModel
@@ -237,11 +237,13 @@ def problem_from_dict(data: Any, file: str = "<memory>", *, _screened: bool = Fa
     if not isinstance(data, dict):
         raise InstanceError(file, "(root)", f"a JSON object (an {FORMAT} document)", describe(data))
     v2 = data.get("format") == FORMAT_2
-    # fast path, for documents fast_parse read (no NaN, infinity or long integer in the text): a compiled,
-    # stricter schema says "valid"; anything else is decided and worded below
+    # fast path, for documents fast_parse read (no NaN, infinity or long integer in the text) or built in
+    # Python as it would read them (plain_json): a compiled, stricter schema says "valid"; anything else is
+    # decided and worded below
     # ``_trusted``: a document the service built from a request its schema passed, every value screened as
     # fast_parse screens (elasticopt.service.translate): the schema pass is skipped, the constructors check
-    fast = _trusted or (_screened and fast_valid(data, "instance-2.json" if v2 else "instance-1.json"))
+    fast = _trusted or ((_screened or plain_json(data))
+                        and fast_valid(data, "instance-2.json" if v2 else "instance-1.json"))
     if not fast:
         check_values(data, file)
 
