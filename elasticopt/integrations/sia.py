@@ -221,6 +221,11 @@ class SiaPolicy(HostSiaPolicy):
     first_by_throughput
         Older spelling of ``first_unit``: True is ``"fastest"``, False ``"alike"``; None (default) leaves
         ``first_unit``.
+    round_decimals
+        None (default): each option's ``s ** p`` as computed.  An integer d: as Sia's matrix holds it,
+        rounded to d decimals (Sia: ``np.round(..., 2)``, half to even), so that options Sia cannot tell
+        apart tie; a tie between a running job's current option and another goes to the current one (its
+        value raised by a quarter of the last digit; Sia leaves such ties to CBC).
     solver
         elasticopt backend.
     time_limit_s
@@ -239,7 +244,7 @@ class SiaPolicy(HostSiaPolicy):
     def __init__(self, p_fairness=-0.5, restart_penalty=30.0, solver="dp", time_limit_s=10.0,
                  url=None, command=None, client=None, per_model_penalty=True, project_throughputs=True,
                  share_max_replicas=False, no_alloc=None, sia_configs=True, first_unit="slowest",
-                 first_by_throughput=None, restart_penalties_s=None, **host_options):
+                 first_by_throughput=None, restart_penalties_s=None, round_decimals=None, **host_options):
         if p_fairness > 1:
             raise ValueError("p_fairness must be <= 1, got %r" % (p_fairness,))
         self.p_fairness = float(p_fairness)
@@ -259,6 +264,10 @@ class SiaPolicy(HostSiaPolicy):
         if first_unit not in FIRST_UNITS:
             raise ValueError("first_unit must be one of %s, got %r" % (", ".join(FIRST_UNITS), first_unit))
         self.first_unit = first_unit
+        if round_decimals is not None and (not isinstance(round_decimals, int) or isinstance(round_decimals, bool)
+                                           or not 0 <= round_decimals <= 12):
+            raise ValueError("round_decimals: expected None or an integer 0..12, got %r" % (round_decimals,))
+        self.round_decimals = round_decimals
         self.host_options = dict(host_options)
         self.solver = solver
         self.time_limit_s = time_limit_s
@@ -402,11 +411,15 @@ class SiaPolicy(HostSiaPolicy):
             options = []
             for c, k, nodes, v in raw:
                 s = v / gmin
-                if cur and not pinned and (k != cur or c != cur_cluster):
+                moved = cur and not pinned and (k != cur or c != cur_cluster)
+                if moved:
                     s *= factor
                 if not (s > 0 and math.isfinite(s)):
                     continue
                 u = fairness_utility(s, p)
+                if self.round_decimals is not None:  # Sia's matrix: s ** p rounded (np.round: half to even)
+                    step = 10.0 ** -self.round_decimals
+                    u = round(u / step) * step + (0.25 * step if cur and not moved else 0.0)
                 lo = u if lo is None or u < lo else lo
                 hi = u if hi is None or u > hi else hi
                 options.append({"gpus": k, "nodes": nodes, "pool": str(c), "value": u})

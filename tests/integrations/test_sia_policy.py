@@ -202,6 +202,24 @@ def test_restart_penalties_s_override_sias_table(policy):
             SiaPolicy(client=policy.client, restart_penalties_s=bad)
 
 
+def test_round_decimals_ties_what_sias_matrix_cannot_tell_apart(policy):
+    """A cifar10 job on 1 GPU (s = 1, s^-0.5 = 1), 2 GPUs on offer at s = 2 / (1 + a) x 300/330 = 1.006
+    (s^-0.5 = 0.99702): unrounded the move gains 0.003 and is taken; rounded to 2 decimals as Sia's matrix
+    holds it both are 1.00 and the tie goes to the current option.  A real gain (s = 1.6 x 300/330, 0.83)
+    is still taken; bad values are refused."""
+    nodes = node_infos({"rtx": (1, 2)})
+    rounded = SiaPolicy(client=policy.client, round_decimals=2)
+    a = 2 * 300 / 330 / 1.006 - 1
+    for fn, grows_rounded in ((GoodputSpeedup(a, 0.0, 1.0), False), (GoodputSpeedup(0.25, 0.0, 1.0), True)):
+        infos = {"cifar10-0": job_info("cifar10-0", ["rtx"], {"rtx": fn}, {"rtx": 2}, age=300.0)}
+        assert len(policy.optimize(infos, nodes, {"cifar10-0": ("rtx", [0])})["cifar10-0"][1]) == 2
+        alloc = rounded.optimize(infos, nodes, {"cifar10-0": ("rtx", [0])})
+        assert len(alloc["cifar10-0"][1]) == (2 if grows_rounded else 1), alloc
+    for bad in (-1, 13, 2.0, True, "2"):
+        with pytest.raises(ValueError, match="round_decimals: expected"):
+            SiaPolicy(client=policy.client, round_decimals=bad)
+
+
 def test_scale_unit_counts_and_the_replicas_asked_for(policy):
     nodes = node_infos({"dgx": (1, 8)})
     fn = GoodputSpeedup(0.05, 0.2, 1.0)
