@@ -83,7 +83,7 @@ How it differs from Sia's own policy
   ``no_alloc=lambda_n`` it is Sia's soft penalty instead;
 - the projection source is the profiled type with the most profiled
   replicas (Sia: the first profiled type); goodputs are not rounded to 2
-  decimals nor clipped at 3000 as Sia's matrix is;
+  decimals (unless ``round_decimals=2``) nor clipped at 3000 as Sia's matrix is;
 - nodes of one cluster with different GPU counts and non-GPU resources
   cannot be expressed.
 """
