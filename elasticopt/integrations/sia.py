@@ -82,7 +82,7 @@ How it differs from Sia's own policy
 - running as many jobs as possible comes first (``no_alloc=None``); with
   ``no_alloc=lambda_n`` it is Sia's soft penalty instead;
 - the projection source is the profiled type with the most profiled
-  replicas (Sia: the first profiled type); goodputs are not rounded to 2
+  replicas (Sia: the first profiled type; ``projection_source="first"``); goodputs are not rounded to 2
   decimals (unless ``round_decimals=2``) nor clipped at 3000 as Sia's matrix is;
 - nodes of one cluster with different GPU counts and non-GPU resources
   cannot be expressed.
@@ -105,6 +105,9 @@ GPU = "nvidia.com/gpu"
 
 #: How a job with no profile on any type values its first scale unit per type (``SiaPolicy(first_unit=...)``).
 FIRST_UNITS = ("slowest", "alike", "fastest")
+
+#: Which profiled type prices an unprofiled one (``SiaPolicy(projection_source=...)``).
+PROJECTION_SOURCES = ("widest", "first")
 
 # Sia's per-model restart penalties in seconds (sia-simulator/sia.py, get_restart_penalty), used where the
 # host's function cannot be imported; the first name contained in the job name wins, else the default.
@@ -221,6 +224,10 @@ class SiaPolicy(HostSiaPolicy):
     first_by_throughput
         Older spelling of ``first_unit``: True is ``"fastest"``, False ``"alike"``; None (default) leaves
         ``first_unit``.
+    projection_source
+        Which profiled type prices an unprofiled one (``project_throughputs``): ``"widest"`` (default) the one
+        profiled at the most replicas; ``"first"`` the first profiled one in the host's order (Sia's
+        ``_compute_goodputs``).
     round_decimals
         None (default): each option's ``s ** p`` as computed.  An integer d: as Sia's matrix holds it,
         rounded to d decimals (Sia: ``np.round(..., 2)``, half to even), so that options Sia cannot tell
@@ -244,7 +251,8 @@ class SiaPolicy(HostSiaPolicy):
     def __init__(self, p_fairness=-0.5, restart_penalty=30.0, solver="dp", time_limit_s=10.0,
                  url=None, command=None, client=None, per_model_penalty=True, project_throughputs=True,
                  share_max_replicas=False, no_alloc=None, sia_configs=True, first_unit="slowest",
-                 first_by_throughput=None, restart_penalties_s=None, round_decimals=None, **host_options):
+                 first_by_throughput=None, restart_penalties_s=None, round_decimals=None,
+                 projection_source="widest", **host_options):
         if p_fairness > 1:
             raise ValueError("p_fairness must be <= 1, got %r" % (p_fairness,))
         self.p_fairness = float(p_fairness)
@@ -268,6 +276,10 @@ class SiaPolicy(HostSiaPolicy):
                                            or not 0 <= round_decimals <= 12):
             raise ValueError("round_decimals: expected None or an integer 0..12, got %r" % (round_decimals,))
         self.round_decimals = round_decimals
+        if projection_source not in PROJECTION_SOURCES:
+            raise ValueError("projection_source must be one of %s, got %r"
+                             % (", ".join(PROJECTION_SOURCES), projection_source))
+        self.projection_source = projection_source
         self.host_options = dict(host_options)
         self.solver = solver
         self.time_limit_s = time_limit_s
@@ -322,9 +334,14 @@ class SiaPolicy(HostSiaPolicy):
         ratios = getattr(info, "cluster_throughput_ratios", None)
         ratios = ratios if isinstance(ratios, dict) else {}
         profiled = [c for c in keys if fns.get(c) is not None]
-        # the projection source: the profiled type with the most profiled replicas (its bound is the largest)
-        source = max(profiled, key=lambda c: (int(_per_cluster(info.max_replicas, c, 1) or 1), -profiled.index(c))) \
-            if profiled else None
+        # the projection source: the profiled type with the most profiled replicas (its bound is the largest),
+        # or the first profiled one in the host's order (Sia)
+        source = None
+        if profiled and self.projection_source == "first":
+            source = next((c for c in fns if c in profiled), profiled[0])
+        elif profiled:
+            source = max(profiled, key=lambda c: (int(_per_cluster(info.max_replicas, c, 1) or 1),
+                                                  -profiled.index(c)))
         out = []
         for c in keys:
             g, su = per_node[c], units[c]

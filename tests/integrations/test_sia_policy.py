@@ -220,6 +220,25 @@ def test_round_decimals_ties_what_sias_matrix_cannot_tell_apart(policy):
             SiaPolicy(client=policy.client, round_decimals=bad)
 
 
+def test_projection_source_widest_or_sias_first_profiled_type(policy):
+    """A job profiled on rtx (first in the host's order, 2 replicas, a = 0.5) and on dgx (8 replicas, a = 0.05),
+    not on aws (type ratio 0.5 to each; the stand-in's rate is r / (1 + a log2 r)): aws at 4 GPUs (one node)
+    is priced from dgx by default (the type profiled widest: 4 / (1 + 0.05 x 2) x 0.5 = 1.818 x the one-GPU
+    rate) and from rtx with ``projection_source="first"``, as Sia's ``_compute_goodputs_v2`` takes
+    ``[k for k in speedup_fn if ...][0]`` (4 / (1 + 0.5 x 2) x 0.5 = 1.0); bad names are refused."""
+    fns = {"rtx": GoodputSpeedup(0.5, 0.0, 1.0), "dgx": GoodputSpeedup(0.05, 0.0, 1.0)}
+    info = job_info("cifar10-0", ["rtx", "dgx", "aws"], fns, {"rtx": 2, "dgx": 8, "aws": 8},
+                    tput={"rtx": 1.0, "dgx": 1.0, "aws": 0.5})
+    nodes = node_infos({"rtx": (2, 8), "dgx": (2, 8), "aws": (2, 4)})
+    keys, per_node = policy._pools(nodes)
+    first = SiaPolicy(client=policy.client, projection_source="first")
+    for p, want in ((policy, 4 / (1 + 0.05 * 2) * 0.5), (first, 4 / (1 + 0.5 * 2) * 0.5)):
+        aws4 = [v for c, k, n, v in p.job_options("cifar10-0", info, keys, per_node) if (c, k) == ("aws", 4)]
+        assert aws4 == [pytest.approx(want, rel=1e-6)], (p.projection_source, aws4)
+    with pytest.raises(ValueError, match="projection_source must be one of widest, first, got 'last'"):
+        SiaPolicy(client=policy.client, projection_source="last")
+
+
 def test_scale_unit_counts_and_the_replicas_asked_for(policy):
     nodes = node_infos({"dgx": (1, 8)})
     fn = GoodputSpeedup(0.05, 0.2, 1.0)
