@@ -291,6 +291,45 @@ def head_workload(src: Path, dst: Path, jobs: int) -> Path:
     return dst
 
 
+def perturb_arrivals(src: Path, dst: Path, seconds: float, seed: int, column: str = "time") -> Path:
+    """A copy of a workload CSV whose every arrival (``column``) is moved by a draw of ``random.Random(seed)``,
+    uniform in [-seconds, seconds] (never below 0), rows re-sorted by arrival (ties in file order); every other
+    cell as it was, times written as the source writes them (integers stay integers, else one decimal).
+
+    A paired comparison over a few seeds tells a policy's lead from the chaos of one run: an event-driven
+    simulation is sensitive to which round a job arrives in, and both policies see the same moved arrivals.
+    """
+    import csv
+    import random
+
+    with src.open(newline="") as f:
+        reader = csv.DictReader(f)
+        fields, rows = reader.fieldnames, list(reader)
+    if not fields or column not in fields:
+        raise ElasticoptError(f"{src}: no {column!r} column to perturb (columns: {fields})")
+    rng = random.Random(seed)
+    moved = []
+    for i, row in enumerate(rows):
+        text = row[column].strip()
+        try:
+            t = float(text)
+        except ValueError:
+            raise ElasticoptError(f"{src}, row {i + 2}, column {column!r}: expected a number of seconds, "
+                                  f"found {text!r}") from None
+        t = max(t + rng.uniform(-seconds, seconds), 0.0)
+        row[column] = str(round(t)) if text.lstrip("-").isdigit() else f"{t:.1f}"
+        moved.append((t, i, row))
+    moved.sort(key=lambda x: (x[0], x[1]))
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".tmp")
+    with tmp.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(r for _, _, r in moved)
+    os.replace(tmp, dst)
+    return dst
+
+
 def read_service(path: Path) -> tuple[dict | None, ...]:
     """Per call, the service's own ``timings`` (seconds) the launcher saved beside ``read_calls``; () if none."""
     try:

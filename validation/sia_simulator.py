@@ -19,6 +19,12 @@ per-call policy times (median / p99 / max ms).  The full workloads::
 a policy on this project's 2-core machine).  The last table puts the drop-in's mean JCT beside each other
 policy's on every workload, with how many it is at or below.
 
+Both policies are deterministic here, yet one run says little about a lead of 1-2 %: which round a job arrives
+in moves a few long jobs, and with them the mean.  ``--perturb-arrivals 30 --seeds 1,2,3,4`` runs every
+workload as copies whose arrivals are moved by a seeded uniform draw in +-30 s (``host_runs.perturb_arrivals``;
+both policies see the same copy, written under ``--out``/workloads), one table per copy and the summary over
+them: a paired comparison.
+
 How it runs the host: a launcher in a temporary folder imports the host's ``sia`` module, replaces its
 ``SiaPolicy`` by the drop-in (``elasticopt/integrations/sia.py``, which subclasses the host's class and talks to
 ``elasticopt serve --stdio`` started from this environment) -- the documented registration -- times every
@@ -56,6 +62,17 @@ POLICIES = {  # name -> (the simulator's --policy, arguments from run_experiment
     "gavel": ("gavel", "--interval=360", False),
 }
 DEFAULT_OUT = Path(tempfile.gettempdir()) / "elasticopt-validation" / "sia"
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds``: comma-separated integers."""
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds:
+        raise ElasticoptError(f"--seeds {text!r}: expected comma-separated integers, e.g. 1,2,3")
+    return seeds
 
 
 def check_inputs(simulator: Path, python: str, patterns: list[str]) -> list[Path]:
@@ -135,6 +152,12 @@ def main(argv: list[str] | None = None) -> int:
                          f"'{{\"p_fairness\": -1}}' (default none)")
     ap.add_argument("--parallel", type=int, default=1,
                     help="simulations run at once, each a host process (and a service for the drop-in; default 1)")
+    ap.add_argument("--perturb-arrivals", type=float, default=0.0, metavar="SECONDS",
+                    help="run each workload with every arrival moved by a seeded uniform draw in +-SECONDS (one "
+                         "copy per --seeds; both policies see the same copy): a paired comparison over a few seeds "
+                         "tells a lead from the chaos of one run (default 0: the workloads as they are)")
+    ap.add_argument("--seeds", default="1", metavar="K,K,...",
+                    help="the seeds of --perturb-arrivals, comma-separated (default 1)")
     ap.add_argument("--record", action="store_true",
                     help="keep the drop-in's requests of each run (<log>.requests.jsonl, elasticopt serve --record): "
                          "'elasticopt serve --stdio < FILE' answers them again")
@@ -147,11 +170,17 @@ def main(argv: list[str] | None = None) -> int:
         if bad or not names:
             raise ElasticoptError(f"--policies {a.policies!r}: unknown {bad}; expected some of {sorted(POLICIES)}")
         workloads = check_inputs(simulator, a.python, a.workloads or ["saturn/workload-1.csv"])
+        seeds = parse_seeds(a.seeds) if a.perturb_arrivals else [None]
+        if not a.perturb_arrivals >= 0:
+            raise ElasticoptError(f"--perturb-arrivals {a.perturb_arrivals}: expected seconds >= 0")
         serve = [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
         plan, tasks = [], []
-        for w in workloads:
+        for w, seed in ((w, seed) for w in workloads for seed in seeds):
             tag = f"{w.parent.name}-{w.stem}" + (f"-first{a.jobs}" if a.jobs > 0 else "")
             wl = hr.head_workload(w, out / "workloads" / f"{tag}.csv", a.jobs)
+            if seed is not None:
+                tag += f"-arrivals{a.perturb_arrivals:g}s-seed{seed}"
+                wl = hr.perturb_arrivals(wl, out / "workloads" / f"{tag}.csv", a.perturb_arrivals, seed)
             plan.append((w, tag))
             for name in names:
                 log = out / name / f"{tag}.log"

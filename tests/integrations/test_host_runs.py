@@ -77,3 +77,30 @@ def test_mean_of_draws_hand_checked():
 def test_draw_logs_are_named_beside_the_first():
     assert hr.draw_log(Path("o/pollux/w.log"), 1) == Path("o/pollux/w.log")
     assert hr.draw_log(Path("o/pollux/w.log"), 3) == Path("o/pollux/w.draw3.log")
+
+
+def test_perturb_arrivals_moves_each_arrival_within_its_bound_and_keeps_the_rest(tmp_path):
+    """Hand-checked: integers stay integers, decimals get one; never below 0; rows sorted by arrival; the same
+    seed the same file, another seed another; a time that is not a number is a clear error."""
+    src = tmp_path / "w.csv"
+    src.write_text("name,time,application\na-0,0,cifar10\nb-1,5,bert\nc-2,100,yolov3\nd-3,100,ncf\n")
+    one = hr.perturb_arrivals(src, tmp_path / "one.csv", 20.0, seed=7)
+    lines = one.read_text().splitlines()
+    assert lines[0] == "name,time,application" and len(lines) == 5
+    rows = [line.split(",") for line in lines[1:]]
+    times = {name: float(t) for name, t, _ in rows}
+    assert all(t == int(t) and t >= 0 for t in times.values()) and [float(r[1]) for r in rows] == sorted(times.values())
+    assert {(n, a) for n, _, a in rows} == {("a-0", "cifar10"), ("b-1", "bert"), ("c-2", "yolov3"), ("d-3", "ncf")}
+    for name, was in (("a-0", 0), ("b-1", 5), ("c-2", 100), ("d-3", 100)):
+        assert abs(times[name] - was) <= 20.5  # rounded to the second
+    assert hr.perturb_arrivals(src, tmp_path / "again.csv", 20.0, seed=7).read_text() == one.read_text()
+    assert hr.perturb_arrivals(src, tmp_path / "other.csv", 20.0, seed=8).read_text() != one.read_text()
+    dec = tmp_path / "d.csv"
+    dec.write_text("name,time\nx,90.0\n")
+    assert hr.perturb_arrivals(dec, tmp_path / "d2.csv", 1.0, seed=1).read_text().splitlines()[1].count(".") == 1
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,time\nx,soon\n")
+    with pytest.raises(ElasticoptError, match=r"row 2, column 'time': expected a number of seconds, found 'soon'"):
+        hr.perturb_arrivals(bad, tmp_path / "b2.csv", 1.0, seed=1)
+    with pytest.raises(ElasticoptError, match="no 'arrival' column to perturb"):
+        hr.perturb_arrivals(bad, tmp_path / "b3.csv", 1.0, seed=1, column="arrival")

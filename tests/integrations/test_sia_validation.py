@@ -158,3 +158,27 @@ def test_record_keeps_the_drop_ins_requests_and_a_replay_answers_them(tmp_path, 
                     "--out", str(tmp_path / "o"), "--record",
                     "--dropin-options", '{"restart_penalties_s": {"cifar": 500}}']) == 0
     assert base.with_suffix(".requests.jsonl").read_bytes().count(b"\n") == len(reqs)
+
+
+def test_perturbed_arrivals_a_paired_copy_per_seed(tmp_path, capsys):
+    """``--perturb-arrivals S --seeds 1,2``: each workload runs as one copy per seed, the same copy for both
+    policies, its arrivals within S of the original's, other cells as they were; the summary covers the copies."""
+    sim = sia_checkout(tmp_path)
+    rc = ss.main(["--simulator", str(sim), "--python", sys.executable, "--jobs", "5", "--perturb-arrivals", "30",
+                  "--seeds", "1,2", "--out", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    src = (sim / "workloads" / "saturn" / "workload-1.csv").read_text().splitlines()[:6]
+    for seed in (1, 2):
+        tag = f"saturn-workload-1-first5-arrivals30s-seed{seed}"
+        assert set(_rows(out, tag)) == {"elasticopt", "sia"}
+        copy = (tmp_path / "o" / "workloads" / f"{tag}.csv").read_text().splitlines()
+        assert copy[0] == src[0] and len(copy) == len(src)
+        before = {r.split(",")[0]: r.split(",") for r in src[1:]}
+        for row in (r.split(",") for r in copy[1:]):
+            assert row[2:] == before[row[0]][2:] and abs(float(row[1]) - float(before[row[0]][1])) <= 30
+    summary = out[out.index("### Mean JCT over the workloads"):]
+    assert "at or below on" in summary and "of 2 workloads" in summary
+    assert ss.main(["--simulator", str(sim), "--python", sys.executable, "--perturb-arrivals", "30",
+                    "--seeds", "a"]) == 2
+    assert "--seeds 'a': expected comma-separated integers" in capsys.readouterr().err
