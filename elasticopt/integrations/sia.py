@@ -227,7 +227,7 @@ class SiaPolicy(HostSiaPolicy):
     projection_source
         Which profiled type prices an unprofiled one (``project_throughputs``): ``"widest"`` (default) the one
         profiled at the most replicas; ``"first"`` the first profiled one in the host's order (Sia's
-        ``_compute_goodputs``).
+        ``_compute_goodputs_v2``).
     round_decimals
         None (default): each option's ``s ** p`` as computed.  An integer d: as Sia's matrix holds it,
         rounded to d decimals (Sia: ``np.round(..., 2)``, half to even), so that options Sia cannot tell
