@@ -21,9 +21,11 @@ import json
 import math
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -114,6 +116,28 @@ class HostRun:
     service: Path | None = None
 
 
+#: The host processes running now (each the leader of its own process group), and whether the runner is stopping.
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+def _stop_hosts(signum: int, frame) -> None:
+    """SIGTERM / SIGINT to the runner: stop every running host's process group (the host, and the drop-in's
+    service), start no more, and exit with 128 + the signal's number."""
+    with _LIVE_LOCK:
+        _STOPPING.set()
+        procs = list(_LIVE)
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    sys.stderr.write(f"stopped by {signal.Signals(signum).name}: {len(procs)} running simulation(s) stopped, none "
+                     "started after; the finished runs' logs are kept (--reuse reads them)\n")
+    raise SystemExit(128 + signum)
+
+
 def run_host(run: HostRun) -> None:
     """Run it; its stdout and stderr go to ``run.stdout``; raises with the log's tail if it fails."""
     run.stdout.parent.mkdir(parents=True, exist_ok=True)
@@ -129,9 +153,18 @@ def run_host(run: HostRun) -> None:
         (Path(tmp) / "eo_launcher.py").write_text(LAUNCHER)
         env = dict(os.environ, EO_HOST_RUN=json.dumps(spec), PYTHONPATH=os.pathsep.join([str(run.simulator), tmp]),
                    PYTHONUNBUFFERED="1", **run.env)
-        with open(run.stdout, "w") as out:
-            proc = subprocess.run([run.python, str(Path(tmp) / "eo_launcher.py")], cwd=run.simulator, env=env,
-                                  stdout=out, stderr=subprocess.STDOUT)
+        with open(run.stdout, "w") as out, _LIVE_LOCK:
+            if _STOPPING.is_set():
+                raise ElasticoptError(f"{run.script} {shlex.join(run.args)}: not started (the runner was stopped)")
+            # its own session: the host and the service it starts are one process group, stopped together
+            proc = subprocess.Popen([run.python, str(Path(tmp) / "eo_launcher.py")], cwd=run.simulator, env=env,
+                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            _LIVE.add(proc)
+        try:
+            proc.wait()
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
     if proc.returncode != 0:
         tail = run.stdout.read_text(errors="replace")[-2000:]
         raise ElasticoptError(f"{run.script} {shlex.join(run.args)} exited with {proc.returncode} "
@@ -380,12 +413,16 @@ def run_all(tasks: Sequence[tuple[str, Callable[[], None]]], parallel: int, tool
     """Run each ``(label, run)``, ``parallel`` at a time (each run is a host process: threads only wait on it).
 
     Every task runs even where another fails; then the failures are raised together, each with its label (a
-    failed run's error names its log), and the finished runs' logs stay in place for ``--reuse``.
+    failed run's error names its log), and the finished runs' logs stay in place for ``--reuse``.  A SIGTERM or
+    SIGINT to the runner stops every running host with the service it started (each runs in its own process
+    group) and starts no more; without this a ``kill`` of the runner left the simulations running.
     """
     if parallel < 1:
         raise ElasticoptError(f"--parallel {parallel}: expected at least 1 simulation at a time")
 
     def one(label: str, run: Callable[[], None]) -> str | None:
+        if _STOPPING.is_set():
+            return f"{label}: not started (the runner was stopped)"
         sys.stderr.write(f"{tool}: {label} ...\n")  # one write: the threads' lines do not interleave
         sys.stderr.flush()
         try:
@@ -394,8 +431,15 @@ def run_all(tasks: Sequence[tuple[str, Callable[[], None]]], parallel: int, tool
             return f"{label}: {exc}"
         return None
 
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        errors = [e for e in pool.map(lambda t: one(*t), tasks) if e]
+    _STOPPING.clear()
+    main = threading.current_thread() is threading.main_thread()  # (signal handlers: the main thread only)
+    before = {sig: signal.signal(sig, _stop_hosts) for sig in (signal.SIGTERM, signal.SIGINT)} if main else {}
+    try:
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            errors = [e for e in pool.map(lambda t: one(*t), tasks) if e]
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
     if errors:
         raise ElasticoptError(f"{len(errors)} of {len(tasks)} runs failed (the others' logs are kept: add "
                               "--reuse to read them without running them again):\n" + "\n".join(errors))

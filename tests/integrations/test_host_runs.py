@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
+import signal
+import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -104,3 +108,58 @@ def test_perturb_arrivals_moves_each_arrival_within_its_bound_and_keeps_the_rest
         hr.perturb_arrivals(bad, tmp_path / "b2.csv", 1.0, seed=1)
     with pytest.raises(ElasticoptError, match="no 'arrival' column to perturb"):
         hr.perturb_arrivals(bad, tmp_path / "b3.csv", 1.0, seed=1, column="arrival")
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a container's init may not reap an orphan at once)."""
+    out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
+    return bool(out) and not out.startswith("Z")
+
+
+def test_a_stopped_runner_stops_its_hosts_and_the_services_they_started(tmp_path):
+    """SIGTERM to a runner (``kill``, ``timeout``): the running host and the process it started (the drop-in's
+    service) stop with it, and the queued run never starts.  Before, both ran on after the runner was gone."""
+    sim = tmp_path / "sim"
+    sim.mkdir()
+    (sim / "fakehost.py").write_text("")
+    (sim / "sim.py").write_text(textwrap.dedent("""\
+        import os, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # the service
+        with open(sys.argv[1] + ".tmp", "w") as fh:
+            fh.write(f"{os.getpid()} {child.pid}")
+        os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+        time.sleep(300)
+    """))
+    runner = textwrap.dedent(f"""\
+        import sys
+        sys.path.insert(0, {str(Path(hr.__file__).parent)!r})
+        from functools import partial
+        from pathlib import Path
+        import host_runs as hr
+        tmp = Path({str(tmp_path)!r})
+        def run(k):
+            hr.run_host(hr.HostRun(simulator=tmp / "sim", python=sys.executable, script="sim.py",
+                                   args=(str(tmp / f"pids{{k}}"),), module="fakehost", cls="Policy", dropin=None,
+                                   command=(), timed=(), stdout=tmp / f"out{{k}}.txt", calls=tmp / f"calls{{k}}.json"))
+        hr.run_all([("one", partial(run, 1)), ("two", partial(run, 2))], 1, "test")
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", runner])
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "pids1").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the host did not start"
+            time.sleep(0.05)
+        pids = [int(x) for x in (tmp_path / "pids1").read_text().split()]
+        assert all(_alive(p) for p in pids)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(p) for p in pids), "the host or its service outlived the runner"
+        assert not (tmp_path / "pids2").exists()  # the queued run was not started
+    finally:
+        proc.kill()
+        for p in locals().get("pids", ()):
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
