@@ -209,18 +209,28 @@ class Objective:
     requires
         Job fields every job must have for this objective (of :data:`JOB_FIELDS`),
         each with what it must be, e.g. ``{"remaining_samples": "a number (...)"}``.
+    per_option
+        True when an option's value depends on that option and its job's fields
+        alone, not on the job's other options (``throughput``, ``completion``,
+        ``value``; not ``speedup``, which divides by the job's best rate over all
+        its options): ``verify`` then prices only the chosen option of each job.
+        False (the default) is always safe; a test checks the built-in ones
+        (``tests/test_verify_per_option.py``).
     """
 
     name: str
     values: Callable[[OptionRows, JobColumns], np.ndarray]
     doc: str
     requires: Mapping[str, str] = field(default_factory=dict)
+    per_option: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:+-]*", self.name):
             raise ValidationError("objective.name", "a non-empty name of letters, digits, '_.:+-'", self.name)
         if not callable(self.values):
             raise ValidationError("objective.values", "a function (rows, jobs) -> values", type(self.values).__name__)
+        if not isinstance(self.per_option, bool):
+            raise ValidationError("objective.per_option", "true or false", self.per_option)
         req = dict(self.requires)
         for key, what in req.items():
             if key not in JOB_FIELDS:
@@ -350,12 +360,12 @@ def get_objective(name: str) -> Objective:
 
 for _obj in (
     Objective("speedup", _v_speedup, "w * T(k, b) / R, R the job's best T / k: throughput in effective GPUs"),
-    Objective("throughput", _v_throughput, "w * T(k, b): raw samples/s"),
+    Objective("throughput", _v_throughput, "w * T(k, b): raw samples/s", per_option=True),
     Objective("completion", _v_completion, "w * T(k, b) / remaining_samples: favours jobs close to done",
-              {"remaining_samples": "a number (objective 'completion' divides by it)"}),
+              {"remaining_samples": "a number (objective 'completion' divides by it)"}, per_option=True),
     Objective("goodput", _v_goodput, "speedup of T(k, b) * E(b), E the job's statistical efficiency"),
     Objective("value", _v_value, "w * the caller's value of the option (Job.values); others are not offered",
-              {"values": "caller values (objective 'value' uses them)"}),
+              {"values": "caller values (objective 'value' uses them)"}, per_option=True),
     pollux_objective(),
 ):
     register_objective(_obj)

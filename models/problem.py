@@ -8,7 +8,7 @@ rule and the value found.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from operator import attrgetter
 from types import MappingProxyType
@@ -287,7 +287,8 @@ class Job:
             return []
         return [(k, b, t) for k, b, t in _model_options(self, model, gpus_cap)]
 
-    def typed_options(self, cluster: Cluster, node_aware: bool = False) -> list[Option]:
+    def typed_options(self, cluster: Cluster, node_aware: bool = False,
+                      at: Collection[tuple[str, int, int]] | None = None) -> list[Option]:
         """Every feasible option of the job on ``cluster`` (docs/design.md §2).
 
         Per GPU type the job may use: its (k, b) with k up to the type's free
@@ -295,16 +296,23 @@ class Job:
         where the model knows a packed throughput: measured ``packed`` points,
         or (``node_aware``) a node-aware profile, whose unpacked option then
         gets the spread throughput.
+
+        ``at``: only the options at these ``(gpu_type, k, b)`` (packed and not), by the same rules -- the
+        options of the full list there (``verify`` prices a chosen option so under an objective whose value
+        depends on that option alone, :attr:`~elasticopt.models.objectives.Objective.per_option`).
         """
         out: list[Option] = []
         for t, pool in cluster.pools.items():  # type: ignore[union-attr]
             model = self.model_for(t)
             if model is None:
                 continue
+            only = None if at is None else {(k, b) for u, k, b in at if u == t}
+            if only is not None and not only:
+                continue
             cap = pool.gpus
             g = pool.gpus_per_node
             aware = node_aware and hasattr(model, "samples_per_s_on_nodes") and pool.nodes > 1
-            for k, b, sps in _model_options(self, model, cap):
+            for k, b, sps in _model_options(self, model, cap, only):
                 if aware and k > 1:
                     spread = model.samples_per_s_on_nodes(k, b, min(k, pool.nodes))
                     packed = model.samples_per_s_on_nodes(k, b, -(-k // g))
@@ -318,7 +326,7 @@ class Job:
             if packed_pts:
                 lim = rules.limits(self, cap)
                 for (k, b), sps in packed_pts.items():
-                    if rules.fits(k, b, *lim):
+                    if rules.fits(k, b, *lim) and (only is None or (k, b) in only):
                         out.append(Option(t, k, b, True, float(sps)))
         return sorted(set(out), key=lambda o: (o.gpu_type, o.gpus, o.batch, o.packed))
 
@@ -326,11 +334,13 @@ class Job:
 _JOB_FIELDS = tuple((f.name, f.default) for f in fields(Job) if f.name not in ("id", "throughput", "values"))
 
 
-def _model_options(job: Job, model: Any, gpus_cap: int | None) -> list[tuple[int, int, float]]:
+def _model_options(job: Job, model: Any, gpus_cap: int | None,
+                   only: set[tuple[int, int]] | None = None) -> list[tuple[int, int, float]]:
+    """(k, b, samples/s) of the model's candidates that keep to the job's rules (``only``: those of these)."""
     lim = rules.limits(job, gpus_cap)
     out = set()
     for k, b in model.candidates(lim[1], job.batch_min, job.batch_max):
-        if rules.fits(k, b, *lim):
+        if (only is None or (k, b) in only) and rules.fits(k, b, *lim):
             t = model.samples_per_s(k, b)
             if t is not None and math.isfinite(t) and t > 0:
                 out.add((k, b, float(t)))

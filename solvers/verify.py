@@ -3,7 +3,9 @@
 :func:`verify` does not use the option table or any backend: it recomputes each
 assigned job's feasibility from the :class:`~elasticopt.models.Job` rules, the
 capacity, and the integer objective from the chosen options' values (one objective pass over every
-allocated job's options, :func:`~elasticopt.models.objectives.jobs_values`).
+allocated job's options, :func:`~elasticopt.models.objectives.jobs_values`; under an objective whose
+values are per option, ``Objective.per_option``, over the options at the chosen (type, k, b) only: the
+same report, ``tests/test_verify_per_option.py``).
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import math
 from dataclasses import dataclass, field
 
 from elasticopt.models.placement import place
-from elasticopt.models.problem import Option, Problem
-from elasticopt.models.objectives import jobs_values
+from elasticopt.models.problem import Job, Option, Problem
+from elasticopt.models.objectives import get_objective, jobs_values
 from elasticopt.models.table import job_values
 from elasticopt.solvers.solution import Solution, Status
 
@@ -57,6 +59,16 @@ def _offered(problem: Problem, job) -> list[Option]:
     """The job's options that the objective offers (a value that is not nan)."""
     opts = job.typed_options(problem.cluster, problem.node_aware)
     return [o for o, v in zip(opts, job_values(problem, job, opts)) if not math.isnan(v)]
+
+
+def _priced_at(job: Job, solution: Solution, default_type: str | None) -> set[tuple[str | None, int, int]]:
+    """The (type, k, b) whose options :func:`verify` enumerates under a per-option objective: the chosen one.
+
+    All options there, packed and not: whether the chosen option is a running job's current one (no rescale
+    penalty) is decided among the options at the current (type, k, b) alone
+    (:func:`~elasticopt.models.objectives.current_key`), so it is decided as on the full list."""
+    k, b = solution.allocation[job.id]  # type: ignore[misc]
+    return {(solution.gpu_types.get(job.id, default_type), k, b)}
 
 
 def _tie(problem: Problem, solution: Solution) -> dict[str, int]:
@@ -164,7 +176,11 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
                 errors.append(f"running job {job.id!r} left idle but preemption is not allowed")
             continue
         placed.append(job)
-    typed = [job.typed_options(cluster, problem.node_aware) for job in placed]
+    if get_objective(problem.objective).per_option:  # price the chosen options alone
+        typed = [job.typed_options(cluster, problem.node_aware, _priced_at(job, solution, default_type))
+                 for job in placed]
+    else:
+        typed = [job.typed_options(cluster, problem.node_aware) for job in placed]
     for job, opts, vals in zip(placed, typed, jobs_values(problem, placed, typed)):  # one objective pass
         k, b = solution.allocation[job.id]  # type: ignore[misc]
         t = solution.gpu_types.get(job.id, default_type)

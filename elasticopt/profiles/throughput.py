@@ -92,6 +92,19 @@ class MeasuredThroughput:
         return dict(sorted(clean.items()))
 
     @classmethod
+    def assembled(cls, points: Mapping[tuple[int, int], float],
+                  packed: Mapping[tuple[int, int], float]) -> "MeasuredThroughput":
+        """The table ``MeasuredThroughput(points, packed=packed)`` builds, without its checks: for points known
+        to pass them (integer keys >= 1, finite float values > 0; the service's caller-values jobs,
+        ``elasticopt/service/translate.py``).  Equal to the checked one, in the same (sorted) order
+        (``tests/service/test_service_screen.py``)."""
+        self = object.__new__(cls)
+        object.__setattr__(self, "points", dict(sorted(points.items())))
+        object.__setattr__(self, "name", "measured")
+        object.__setattr__(self, "packed", dict(sorted(packed.items())))
+        return self
+
+    @classmethod
     def from_rows(cls, rows: Iterable[tuple[int, int, float]]) -> "MeasuredThroughput":
         """Build from ``[gpus, global_batch, samples_per_s]`` rows."""
         return cls({(int(k), int(b)): float(t) for k, b, t in rows})

@@ -330,15 +330,18 @@ def _values_problem(jobs: list[dict[str, Any]], cluster_doc: dict[str, Any], all
                     priority: list[str] | None, trusted: bool = True) -> Problem:
     """Caller-value jobs through the model's constructors: every field is explicit and every row feasible by
     construction, so the loader's schema pass (the bulk of its time) is skipped; the jobs by
-    :meth:`~elasticopt.models.Job.assembled` (``trusted``), as every field was checked by the request schema
-    and :func:`_value_rows` (ids, integers >= 1, finite values, k dividing b), else by ``Job(...)`` and its
-    checks (the same jobs: a test builds both); the throughput models and the problem with their checks."""
+    :meth:`~elasticopt.models.Job.assembled` and their 1.0 tables by
+    :meth:`~elasticopt.profiles.throughput.MeasuredThroughput.assembled` (``trusted``), as every field was
+    checked by the request schema and :func:`_value_rows` (ids, integers >= 1, finite values, k dividing b),
+    else by ``Job(...)``, ``MeasuredThroughput(...)`` and their checks (the same jobs: a test builds both);
+    the problem with its checks."""
     if "pools" in cluster_doc:
         cluster = Cluster(pools={t: pool_from_dict(p, f"cluster.pools.{t}")  # every field of the request's pool
                                  for t, p in cluster_doc["pools"].items()})
     else:
         cluster = Cluster(cluster_doc["gpus"], cluster_doc["gpus_per_node"])
     built = []
+    table = MeasuredThroughput.assembled if trusted else lambda p, pk: MeasuredThroughput(p, packed=pk)
     for jd in jobs:  # options: (pool, gpus, batch, packed) -> value (from _value_rows); throughput 1.0 each
         points: dict[str, dict[tuple[int, int], float]] = {}
         packed: dict[str, dict[tuple[int, int], float]] = {}
@@ -350,8 +353,7 @@ def _values_problem(jobs: list[dict[str, Any]], cluster_doc: dict[str, Any], all
         run = jd.get("running")
         built.append((Job.assembled if trusted else Job)(
             id=jd["id"],
-            throughput={t: MeasuredThroughput(points.get(t, {}), packed=packed.get(t, {}))
-                        for t in sorted(set(points) | set(packed))},
+            throughput={t: table(points.get(t, {}), packed.get(t, {})) for t in sorted(set(points) | set(packed))},
             batch_min=min(batches),
             batch_max=max(batches),
             max_local=max(key[2] // key[1] for key in values),

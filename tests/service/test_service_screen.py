@@ -158,6 +158,8 @@ def test_assembled_value_jobs_equal_checked_ones(specs):
     else:
         assert fast.jobs == checked.jobs and fast == checked
         assert all(type(j.values) is type(c.values) for j, c in zip(fast.jobs, checked.jobs))
+        assert all(list(m.points) == list(c.throughput[t].points) and list(m.packed) == list(c.throughput[t].packed)
+                   for j, c in zip(fast.jobs, checked.jobs) for t, m in j.throughput.items())  # the same order
 
 
 def _translated(doc, screened):
