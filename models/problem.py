@@ -326,7 +326,7 @@ class Job:
             if packed_pts:
                 lim = rules.limits(self, cap)
                 for (k, b), sps in packed_pts.items():
-                    if rules.fits(k, b, *lim) and (only is None or (k, b) in only):
+                    if (only is None or (k, b) in only) and rules.fits(k, b, *lim):
                         out.append(Option(t, k, b, True, float(sps)))
         return sorted(set(out), key=lambda o: (o.gpu_type, o.gpus, o.batch, o.packed))
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from elasticopt.models import Problem
 from elasticopt.models import problem_from_dict
-from elasticopt.models.packing import search_counts, take
+from elasticopt.models.packing import FreeNodes, search_counts, take
 from elasticopt.models.placement import pack, place
 from elasticopt.models.problem import Pool
 from elasticopt.solvers import Reason, Status, solve, verify
@@ -151,6 +151,33 @@ def test_take_is_best_fit_then_fewest_nodes():
     assert take([4, 2, 3], 2) == {1: 2}  # best fit: the fullest node that fits
     assert take([4, 2, 3], 6) == {0: 4, 1: 2}  # emptiest node whole, remainder on the fullest node that fits it
     assert take([1, 1], 3) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 8), min_size=0, max_size=24),
+       st.lists(st.tuples(st.integers(0, 30), st.integers(0, 3), st.booleans()), max_size=30))
+def test_free_nodes_take_as_take_does(size, steps):
+    """FreeNodes (the placer's indexed takes) answers what the reference scan take answers, over a sequence of
+    takes, each kept (whole or in part, as give and the placer's grows do) or dropped."""
+    ref, fast = list(size), FreeNodes(list(size))
+    for k, part, keep in steps:
+        d = take(ref, k)
+        assert fast.take(k) == d
+        if d is not None and keep:
+            for n, c in d.items():
+                c = max(c - part, 0) if part < 3 else c
+                ref[n] -= c
+                fast.sub(n, c)
+        assert fast.size == ref
+
+
+def test_free_nodes_by_hand():
+    free = FreeNodes([4, 2, 3, 2])
+    assert free.take(2) == {1: 2}  # best fit, the lowest node on ties
+    free.sub(1, 2)
+    assert free.take(2) == {3: 2} and free.take(5) == {0: 4, 3: 1}  # node 1 is full now
+    free.sub(0, 4)
+    assert free.take(5) == {2: 3, 3: 2} and free.take(6) is None and free.size == [0, 0, 3, 2]
 
 
 def _pollux_like(best: tuple[int, ...], nodes: int = 16, per_node: int = 4) -> Problem:
