@@ -291,7 +291,14 @@ def translate(doc: dict[str, Any], screened: bool = False) -> Translation:
                 inst["priority"] = priority
             # built here from a request the request schema passed: with its values screened, the loader's
             # schema pass would only repeat that one (10 of 20 ms at 1,000 jobs); the constructors check
-            problem = problem_from_dict(inst, file="request", _screened=screened, _trusted=screened)
+            try:
+                problem = problem_from_dict(inst, file="request", _screened=screened, _trusted=screened)
+            except ValidationError:
+                if not screened:
+                    raise
+                # invalid: worded by every check, as when unscreened (the constructors may name another field
+                # first: a row's 1.0 GPUs passes the request schema, and max_local derived from it failed)
+                problem = problem_from_dict(inst, file="request")
     except ValidationError as exc:  # InstanceError too: the model's checks, paths of the model's jobs
         path = re.sub(r"^jobs\[(\d+)\]", lambda m: f"jobs[{request_index[int(m.group(1))]}]", exc.path)
         raise ServiceError("invalid_request", f"{path}: expected {exc.expected}", path, exc.expected,

@@ -182,3 +182,11 @@ def test_translation_of_a_screened_request_skips_only_a_repeated_schema_pass(job
     if _outcome(copy.deepcopy(doc)) != "ok":
         return
     assert _translated(doc, True) == _translated(doc, False)
+
+
+def test_an_invalid_screened_request_is_worded_by_every_check():
+    # found by hypothesis (the test above): a throughput row of 1.0 GPUs passes the request schema (1.0 is an
+    # integer to JSON Schema); the trusted translation derived batch.max_local = 1.0 from it and named that field
+    doc = {"format": "elasticopt-request/1", "cluster": {"gpus": 8}, "jobs": [{"id": "a", "throughput": [[1.0, 1, 1.0]]}]}
+    assert _translated(doc, True) == _translated(doc, False)
+    assert _translated(doc, True)["path"] == "jobs[0].throughput[0][0]"
