@@ -263,4 +263,11 @@ def generate_instance(family: str, jobs: int, gpus: int, seed: int, gpus_per_nod
     if family in HETERO_FAMILIES:
         return build_hetero(family, rng, int(jobs), int(gpus), int(gpus_per_node), objective, **kw)
     job_list, default_objective = FAMILIES[family](rng, int(jobs), int(gpus), int(gpus_per_node), **kw)
-    return Problem(Cluster(int(gpus), int(gpus_per_node)), tuple(job_list), objective or default_objective)
+    try:
+        return Problem(Cluster(int(gpus), int(gpus_per_node)), tuple(job_list), objective or default_objective)
+    except ValidationError as e:
+        if objective is None:
+            raise
+        raise ValidationError("objective", f"an objective that can price the '{family}' family's jobs", objective,
+                              hint=f"{e}; this family's default is '{default_objective}': drop --objective or "
+                                   f"choose a family whose jobs carry what '{objective}' reads") from e

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elasticopt import load_instance, solve, verify
+from elasticopt.cli import main
 from elasticopt.cli.generate import register
 from elasticopt.errors import ValidationError
 from elasticopt.generate import FAMILIES, generate_instance
@@ -121,6 +122,23 @@ def test_bad_arguments_are_named():
         generate_instance("nope", 3, 8, 0)
     with pytest.raises(ValidationError, match="jobs"):
         generate_instance("paper", 0, 8, 0)
+
+
+def test_an_objective_the_family_cannot_price_names_the_family_and_the_way_out(tmp_path, capsys):
+    # The mck families draw no remaining samples, which 'completion' divides by: the error names the
+    # option, the family, the job field and what to do (found by running every family x objective in the CLI).
+    with pytest.raises(ValidationError) as e:
+        generate_instance("mck-weakly", 6, 16, 0, objective="completion")
+    assert e.value.path == "objective" and e.value.found == "completion"
+    assert "'mck-weakly'" in str(e.value) and "jobs[0].remaining_samples" in str(e.value)
+    assert "drop --objective" in str(e.value)
+    assert generate_instance("paper", 6, 16, 0, objective="completion").objective == "completion"
+    out = tmp_path / "x.json"
+    assert main(["generate", "--family", "mck-weakly", "--jobs", "6", "--gpus", "16", "--objective", "completion",
+                 "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "expected an objective that can price the 'mck-weakly' family's jobs" in err
+    assert "Traceback" not in err and not out.exists()
 
 
 # ---------------------------------------------------------------- committed instances
