@@ -71,6 +71,7 @@ class _Model:
     log: IncumbentLog
     deadline: float = math.inf  # time.perf_counter() past which the deadline handler interrupts SCIP
     stopped_by_clock: bool = False  # whether it did
+    empty_row_violated: int | None = None  # a row with no column whose bounds exclude 0: infeasible, no solve
 
 
 def _deadline_handler(model: _Model) -> Any:
@@ -200,11 +201,16 @@ class SCIP(Backend):
         r_of, c_of, cf = f.row_of[order], f.col_of[order].tolist(), f.coef[order].tolist()
         bounds = np.searchsorted(r_of, np.arange(f.n_rows + 1)).tolist()
         lo_all, hi_all = f.row_lower.tolist(), f.row_upper.tolist()
+        violated = None
         for r in range(f.n_rows):
             a, b = bounds[r], bounds[r + 1]
             lo, hi = lo_all[r], hi_all[r]
             if a == b:
-                continue  # an empty row: 0 within its bounds (formulate never writes one that is not)
+                # a row without columns is 0: where its bounds exclude 0 (the "= 1" row of a job that may not
+                # idle and has no option) the model is infeasible; SCIP is not given such a row, so say it here
+                if violated is None and not lo <= 0.0 <= hi:
+                    violated = r
+                continue
             expr = quicksum(cf[e] * xs[c_of[e]] for e in range(a, b))
             m.addCons(ExprCons(expr, lhs=lo if np.isfinite(lo) else None, rhs=hi if np.isfinite(hi) else None),
                       name=f"r{r}")
@@ -220,12 +226,12 @@ class SCIP(Backend):
                 for i, v in enumerate(on):
                     m.setSolVal(sol, xs[i], 1.0 if v else 0.0)
                 m.addSol(sol, free=True)
-        model = _Model(m, xs, f, log)
+        model = _Model(m, xs, f, log, empty_row_violated=violated)
         m.includeEventhdlr(_deadline_handler(model), "elasticopt_deadline", "interrupts the solve past the deadline")
         return model
 
     def run(self, model: _Model, time_limit_s: float | None, options: Mapping[str, Any]) -> Any:
-        if model.form.rows.size == 0:
+        if model.form.rows.size == 0 or model.empty_row_violated is not None:
             return None
         m = model.scip
         if time_limit_s is not None:
@@ -236,6 +242,8 @@ class SCIP(Backend):
         return m
 
     def extract(self, table: OptionTable, model: _Model, raw: Any) -> Outcome:
+        if model.empty_row_violated is not None:
+            return Outcome(Status.INFEASIBLE, stats={"empty_row": int(model.empty_row_violated)})
         if raw is None:
             return empty_outcome(table)
         m = raw

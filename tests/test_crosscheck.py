@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elasticopt.models import compile_problem, reduce_table
+from elasticopt.models import Cluster, Job, MeasuredThroughput, Problem, Running, compile_problem, reduce_table
 from elasticopt.solvers import Status, exact_solvers, get_backend, verify
 from elasticopt.testing.strategies import problems
 
@@ -74,3 +74,21 @@ def test_greedy_is_feasible_never_optimal(problem):
     for j, jid in enumerate(table.job_ids):  # jobs that may not idle always get an option
         if not table.idle_allowed[j]:
             assert sol.allocation[jid] is not None
+
+
+@pytest.mark.parametrize("solver", OTHERS)
+@pytest.mark.parametrize("reduce", [False, True])
+def test_a_job_that_may_not_idle_and_fits_nowhere_is_infeasible_for_every_backend(solver, reduce):
+    # Found by the thorough hypothesis profile: SCIP left out the empty "= 1" row of the job with no option
+    # (2 GPUs on a 1-GPU cluster, running, preemption off), answered an allocation that idles it, and verify
+    # turned that into ERROR.  Every backend must say INFEASIBLE and name the same jobs as numpy-dp.
+    cluster = Cluster(1, 1)
+    jobs = (
+        Job("j0", MeasuredThroughput({(1, 1): 1.0}), 1, 1, 1, running=Running(1, 1), remaining_samples=1.0),
+        Job("j1", MeasuredThroughput({(2, 2): 1.0}), 2, 2, 1, gpus_min=2, running=Running(2, 2),
+            remaining_samples=1.0),
+    )
+    problem = Problem(cluster, jobs, "speedup", allow_preemption=False)
+    check_against_reference(problem, solver, reduce)
+    ref = get_backend(REFERENCE).solve(compile_problem(problem))
+    assert ref.status is Status.INFEASIBLE and "j1" in ref.infeasible_jobs
