@@ -21,12 +21,28 @@ from typing import Any, Callable
 
 from elasticopt.models.jsontext import MAX_EXACT_INT
 
-__all__ = ["fast_parse", "fast_valid", "plain_json"]
+__all__ = ["fast_parse", "fast_valid", "needs_slow_parse", "plain_json"]
 
 
 #: Texts the slow parser must see: 16 digits in a row (an integer literal past 2**53, which orjson reads as a
 #: float), NaN / Infinity (not JSON; orjson reads them), a 3-digit exponent (1e999 overflows to infinity).
+#: The reference of :func:`needs_slow_parse` (tests/test_instance_fuzz.py holds them equal).
 _SLOW = re.compile(rb"[0-9]{16}|NaN|Infinity|[eE][+-]?[0-9]{3}")
+
+#: Every digit to ``0`` and ``E`` to ``e``, nothing else changed: no other byte becomes ``0`` or ``e``, so each
+#: alternative of ``_SLOW`` is a plain substring of the translated text.
+_DIGITS_AND_E = bytes.maketrans(b"123456789E", b"000000000e")
+_SLOW_SUBSTRINGS = (b"0" * 16, b"NaN", b"Infinity", b"e000", b"e+000", b"e-000")
+
+
+def needs_slow_parse(raw: bytes) -> bool:
+    """Whether ``raw`` holds a match of ``_SLOW`` (a text the slow parser must see).
+
+    The same answer as ``_SLOW.search(raw) is not None``, by C-speed translation and substring searches:
+    on a 175 KB instance 0.6 ms instead of 6-8 ms (the regex tries its digit runs at every digit).
+    """
+    text = raw.translate(_DIGITS_AND_E)
+    return any(s in text for s in _SLOW_SUBSTRINGS)
 
 
 def fast_parse(raw: bytes) -> Any | None:
@@ -40,7 +56,7 @@ def fast_parse(raw: bytes) -> Any | None:
         import orjson
     except ImportError:  # pragma: no cover - a base dependency
         return None
-    if _SLOW.search(raw):
+    if needs_slow_parse(raw):
         return None
     try:
         return orjson.loads(raw)

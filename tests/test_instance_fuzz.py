@@ -229,3 +229,29 @@ def test_plain_json_refuses_what_json_text_cannot_hold():
     for bad in (float("nan"), float("inf"), 2**60, 10**15, (1, 2), {1: 2}):
         assert not plain_json({"a": [bad]}), bad
     assert plain_json({"a": [10**14, 1.5, True, None, "x"]})
+
+
+# Bytes that can make or break a match of the loader's screen, with a few that cannot.
+_SCREEN_ALPHABET = b"0123456789eE+-.NaIinfty \"x,[]{}:\xc3\xa9"
+
+
+@settings(max_examples=max(500, settings().max_examples))
+@given(raw=st.lists(st.sampled_from([bytes([c]) for c in _SCREEN_ALPHABET]) | st.sampled_from(
+    [b"NaN", b"Infinity", b"1e999", b"E+10", b"e-300", b"9" * 15, b"9" * 16, b"0.1234567890123456"]),
+    max_size=60).map(b"".join))
+def test_the_loader_screen_answers_as_its_regular_expression(raw):
+    """``fastload.needs_slow_parse`` (translate + substrings) is the regular expression ``_SLOW``, sped up."""
+    from elasticopt.models.fastload import _SLOW, needs_slow_parse
+
+    assert needs_slow_parse(raw) == (_SLOW.search(raw) is not None)
+
+
+@pytest.mark.parametrize("text, slow", [
+    (b'{"a": 123456789012345}', False), (b'{"a": 1234567890123456}', True), (b'[1E+999]', True),
+    (b'[1e-05, 2.5e+10]', False), (b'[1e-300]', True), (b'["NaN"]', True), (b'[-Infinity]', True),
+    (b'[0.30000000000000004]', True), (b'{"id": "E000"}', True), (b'{"id": "e00"}', False),
+])
+def test_the_loader_screen_by_hand(text, slow):
+    from elasticopt.models.fastload import needs_slow_parse
+
+    assert needs_slow_parse(text) is slow

@@ -170,7 +170,7 @@ def parse_request_screened(data: bytes | str) -> tuple[Any, bool]:
     """
     import orjson
 
-    from elasticopt.models.fastload import _SLOW
+    from elasticopt.models.fastload import needs_slow_parse
     from elasticopt.models.jsontext import plainly_valid
 
     if isinstance(data, (bytes, bytearray)):
@@ -182,7 +182,7 @@ def parse_request_screened(data: bytes | str) -> tuple[Any, bool]:
             if plainly_valid(doc):
                 return doc, True
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
-    return parse_request(data), _SLOW.search(raw) is None
+    return parse_request(data), not needs_slow_parse(raw)
 
 
 def _expected(rule: str, definition: Any) -> str:
