@@ -17,6 +17,7 @@ Results, as the Pollux and Sia artifacts write them:
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -322,6 +323,54 @@ def head_workload(src: Path, dst: Path, jobs: int) -> Path:
     tmp.write_text("".join(lines[:jobs + 1]))
     os.replace(tmp, dst)
     return dst
+
+
+def parse_options(text: str) -> dict:
+    """``--dropin-options``: a JSON object."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ElasticoptError(f"--dropin-options {text!r}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ElasticoptError(f"--dropin-options {text!r}: expected a JSON object of keyword arguments")
+    return doc
+
+
+def add_perturb_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--perturb-arrivals SECONDS --seeds K,...``: paired moved copies of every workload (see
+    :func:`perturb_arrivals`); read back by :func:`perturb_seeds`."""
+    ap.add_argument("--perturb-arrivals", type=float, default=0.0, metavar="SECONDS",
+                    help="run each workload with every arrival moved by a seeded uniform draw in +-SECONDS (one "
+                         "copy per --seeds; both policies see the same copy): a paired comparison over a few seeds "
+                         "tells a lead from the chaos of one run (default 0: the workloads as they are)")
+    ap.add_argument("--seeds", default="1", metavar="K,K,...",
+                    help="the seeds of --perturb-arrivals, comma-separated (default 1)")
+
+
+def perturb_seeds(args: argparse.Namespace) -> list[int | None]:
+    """The seeds of ``--perturb-arrivals`` (``[None]``: the workloads as they are); clear errors."""
+    if not args.perturb_arrivals >= 0:
+        raise ElasticoptError(f"--perturb-arrivals {args.perturb_arrivals}: expected seconds >= 0")
+    return parse_seeds(args.seeds) if args.perturb_arrivals else [None]
+
+
+def moved_copy(workload: Path, out: Path, tag: str, seconds: float, seed: int | None) -> tuple[Path, str]:
+    """``(workload file, tag)`` of one copy: the workload itself, or its arrivals moved (seed ``seed``)."""
+    if seed is None:
+        return workload, tag
+    tag += f"-arrivals{seconds:g}s-seed{seed}"
+    return perturb_arrivals(workload, out / "workloads" / f"{tag}.csv", seconds, seed), tag
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds``: comma-separated integers."""
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds:
+        raise ElasticoptError(f"--seeds {text!r}: expected comma-separated integers, e.g. 1,2,3")
+    return seeds
 
 
 def perturb_arrivals(src: Path, dst: Path, seconds: float, seed: int, column: str = "time") -> Path:

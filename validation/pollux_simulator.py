@@ -15,7 +15,10 @@ elasticopt,pollux`` reruns Pollux's own policy too (the artifact's README: up to
 ``--workloads 'workload-6.csv'`` picks workloads; ``--jobs N`` cuts each workload to its first N jobs
 (then the published rows are of the whole workload: not comparable).  Pollux's genetic search is random:
 ``--draws K`` runs each host policy K times per workload, a row per draw and their mean (the rerun's row in
-the last table, and the ratio's base where nothing is published).  ``--parallel N`` runs N simulations at once (each a process busy on one core: with a core per run, the
+the last table, and the ratio's base where nothing is published).  ``--perturb-arrivals 30 --seeds 1,2,3``
+runs each workload as copies whose arrivals are moved by a seeded uniform draw in +-30 s
+(``host_runs.perturb_arrivals``), every policy on the same copy: a paired comparison with the rerun (a moved
+copy has no published result), which tells a lead of a few tenths of a percent from the chaos of one run.  ``--parallel N`` runs N simulations at once (each a process busy on one core: with a core per run, the
 whole comparison takes as long as its longest run).  The last table puts the drop-in's mean JCT beside the
 published and rerun Pollux's on every workload, with how many it is at or below.
 
@@ -37,7 +40,6 @@ from __future__ import annotations
 import argparse
 import csv
 import glob
-import json
 import shlex
 import sys
 import tempfile
@@ -147,17 +149,6 @@ def row_name(policy: str, draws: int) -> str:
     return policy if draws <= 1 else f"{policy} (mean of {draws} draws)"
 
 
-def parse_options(text: str) -> dict:
-    """``--dropin-options``: a JSON object."""
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise ElasticoptError(f"--dropin-options {text!r}: not JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise ElasticoptError(f"--dropin-options {text!r}: expected a JSON object of keyword arguments")
-    return doc
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--simulator", type=Path, required=True, help="your checkout's simulator/ folder")
@@ -182,10 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draws", type=int, default=1,
                     help="runs of each host policy per workload (Pollux's genetic search is random): a row per "
                          "draw and their mean, the rerun's row in the last table (default 1)")
+    hr.add_perturb_arguments(ap)
     a = ap.parse_args(argv)
     simulator, out = a.simulator.resolve(), a.out.resolve()
     try:
-        options = parse_options(a.dropin_options)
+        options = hr.parse_options(a.dropin_options)
         names = [p.strip() for p in a.policies.split(",") if p.strip()]
         bad = [p for p in names if p not in POLICIES]
         if bad or not names:
@@ -196,12 +188,14 @@ def main(argv: list[str] | None = None) -> int:
         sources = published_sources(simulator, a.published.resolve() if a.published else None)
         serve = [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
         plan, tasks = [], []
-        for w in workloads:
+        seeds = hr.perturb_seeds(a)
+        for w, seed in ((w, seed) for w in workloads for seed in seeds):
             tag = w.stem + (f"-first{a.jobs}" if a.jobs > 0 else "")
             wl = hr.head_workload(w, out / "workloads" / f"{tag}.csv", a.jobs)
+            wl, tag = hr.moved_copy(wl, out, tag, a.perturb_arrivals, seed)
             logs = {name: [hr.draw_log(out / name / f"{tag}.log", d)
                            for d in range(1, (1 if name == "elasticopt" else a.draws) + 1)] for name in names}
-            plan.append((w, tag, logs))
+            plan.append((w, tag, logs, seed))
             for name, paths in logs.items():
                 for d, log in enumerate(paths, 1):
                     if not (a.reuse and log.is_file()):
@@ -210,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                                                      a.sim_args, options, a.record)))
         hr.run_all(tasks, a.parallel, "pollux_simulator")
         text, calls, slow, per_workload = "", {n: [] for n in names}, {n: [] for n in names}, []
-        for w, tag, logs in plan:
+        for w, tag, logs, seed in plan:
             rows = []
             for name, paths in logs.items():
                 draws, draw_calls = [], []
@@ -225,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                     rows += [(f"{name} draw {d}", s) for d, s in enumerate(draws, 1)]
                 rows.append((row_name(name, len(draws)),
                              draws[0] if len(draws) == 1 else hr.mean_of_draws(draws, draw_calls)))
-            for label, folder in sources:
+            for label, folder in sources if seed is None else ():  # a moved copy was never published
                 pub = load_results(folder, w.stem)
                 if pub is not None:
                     rows.append((label, hr.summarize(pub)))

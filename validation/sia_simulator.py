@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import shlex
 import sys
 import tempfile
@@ -62,17 +61,6 @@ POLICIES = {  # name -> (the simulator's --policy, arguments from run_experiment
     "gavel": ("gavel", "--interval=360", False),
 }
 DEFAULT_OUT = Path(tempfile.gettempdir()) / "elasticopt-validation" / "sia"
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``--seeds``: comma-separated integers."""
-    try:
-        seeds = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        seeds = []
-    if not seeds:
-        raise ElasticoptError(f"--seeds {text!r}: expected comma-separated integers, e.g. 1,2,3")
-    return seeds
 
 
 def check_inputs(simulator: Path, python: str, patterns: list[str]) -> list[Path]:
@@ -122,17 +110,6 @@ def published_row(path: Path, workload: str, tag: str) -> dict[str, float] | Non
     return None
 
 
-def parse_options(text: str) -> dict:
-    """``--dropin-options``: a JSON object."""
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise ElasticoptError(f"--dropin-options {text!r}: not JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise ElasticoptError(f"--dropin-options {text!r}: expected a JSON object of keyword arguments")
-    return doc
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--simulator", type=Path, required=True, help="your checkout's sia-simulator/ folder")
@@ -152,35 +129,26 @@ def main(argv: list[str] | None = None) -> int:
                          f"'{{\"p_fairness\": -1}}' (default none)")
     ap.add_argument("--parallel", type=int, default=1,
                     help="simulations run at once, each a host process (and a service for the drop-in; default 1)")
-    ap.add_argument("--perturb-arrivals", type=float, default=0.0, metavar="SECONDS",
-                    help="run each workload with every arrival moved by a seeded uniform draw in +-SECONDS (one "
-                         "copy per --seeds; both policies see the same copy): a paired comparison over a few seeds "
-                         "tells a lead from the chaos of one run (default 0: the workloads as they are)")
-    ap.add_argument("--seeds", default="1", metavar="K,K,...",
-                    help="the seeds of --perturb-arrivals, comma-separated (default 1)")
+    hr.add_perturb_arguments(ap)
     ap.add_argument("--record", action="store_true",
                     help="keep the drop-in's requests of each run (<log>.requests.jsonl, elasticopt serve --record): "
                          "'elasticopt serve --stdio < FILE' answers them again")
     a = ap.parse_args(argv)
     simulator, out = a.simulator.resolve(), a.out.resolve()
     try:
-        options = parse_options(a.dropin_options)
+        options = hr.parse_options(a.dropin_options)
         names = [p.strip() for p in a.policies.split(",") if p.strip()]
         bad = [p for p in names if p not in POLICIES]
         if bad or not names:
             raise ElasticoptError(f"--policies {a.policies!r}: unknown {bad}; expected some of {sorted(POLICIES)}")
         workloads = check_inputs(simulator, a.python, a.workloads or ["saturn/workload-1.csv"])
-        seeds = parse_seeds(a.seeds) if a.perturb_arrivals else [None]
-        if not a.perturb_arrivals >= 0:
-            raise ElasticoptError(f"--perturb-arrivals {a.perturb_arrivals}: expected seconds >= 0")
+        seeds = hr.perturb_seeds(a)
         serve = [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
         plan, tasks = [], []
         for w, seed in ((w, seed) for w in workloads for seed in seeds):
             tag = f"{w.parent.name}-{w.stem}" + (f"-first{a.jobs}" if a.jobs > 0 else "")
             wl = hr.head_workload(w, out / "workloads" / f"{tag}.csv", a.jobs)
-            if seed is not None:
-                tag += f"-arrivals{a.perturb_arrivals:g}s-seed{seed}"
-                wl = hr.perturb_arrivals(wl, out / "workloads" / f"{tag}.csv", a.perturb_arrivals, seed)
+            wl, tag = hr.moved_copy(wl, out, tag, a.perturb_arrivals, seed)
             plan.append((w, tag))
             for name in names:
                 log = out / name / f"{tag}.log"

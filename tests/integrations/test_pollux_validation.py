@@ -163,6 +163,40 @@ def test_draws_of_a_host_policy_in_parallel_and_the_summary_over_workloads(tmp_p
     assert capsys.readouterr().out == out
 
 
+def test_perturbed_arrivals_paired_copies_without_published_rows(tmp_path, capsys):
+    """``--perturb-arrivals S --seeds 1,2``: each workload runs as one copy per seed, the same copy for every
+    policy (arrivals within S of the original's, other cells as they were); a moved copy was never published,
+    so its rows are the runs' own (the fake's Pollux policy refuses to run: Tiresias is the host policy here)."""
+    sim = pollux_checkout(tmp_path)
+    rc = ps.main(["--simulator", str(sim), "--python", sys.executable, "--workloads", "workload-1.csv",
+                  "--policies", "elasticopt,tiresias", "--perturb-arrivals", "30", "--seeds", "1,2",
+                  "--out", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    src = (sim / "workloads" / "workload-1.csv").read_text().splitlines()
+    copies = []
+    for seed in (1, 2):
+        tag = f"workload-1-arrivals30s-seed{seed}"
+        rows = _rows(out, tag)
+        assert set(rows) == {"elasticopt", "tiresias"}  # no published rows for a moved copy
+        for name in rows:
+            log = hr.read_log(tmp_path / "o" / name / f"{tag}.log")
+            assert float(rows[name][2]) == pytest.approx(hr.summarize(log)["mean_jct_s"], abs=0.5)
+        copy = (tmp_path / "o" / "workloads" / f"{tag}.csv").read_text().splitlines()
+        assert copy[0] == src[0] and len(copy) == len(src)
+        before = {r.split(",")[0]: r.split(",") for r in src[1:]}
+        for row in (r.split(",") for r in copy[1:]):
+            assert row[2:] == before[row[0]][2:] and abs(float(row[1]) - float(before[row[0]][1])) <= 30
+        copies.append(copy)
+    assert copies[0] != copies[1] and "### workload-1\n" not in out
+    assert ps.main(["--simulator", str(sim), "--python", sys.executable, "--perturb-arrivals", "-1",
+                    "--out", str(tmp_path / "o2")]) == 2
+    assert "--perturb-arrivals -1.0: expected seconds >= 0" in capsys.readouterr().err
+    assert ps.main(["--simulator", str(sim), "--python", sys.executable, "--perturb-arrivals", "30",
+                    "--seeds", "x", "--out", str(tmp_path / "o2")]) == 2
+    assert "--seeds 'x': expected comma-separated integers" in capsys.readouterr().err
+
+
 def test_draws_and_parallel_below_one_are_clear_errors(tmp_path, capsys):
     sim = pollux_checkout(tmp_path)
     base = ["--simulator", str(sim), "--python", sys.executable, "--out", str(tmp_path / "o")]
