@@ -35,6 +35,7 @@ from elasticopt.models.instance_format2 import (
     problem_to_dict_2,
 )
 from elasticopt.models import rules
+from elasticopt.models.instance_jobs import job_error, job_limits
 from elasticopt.models.fastload import fast_parse, fast_valid, plain_json
 from elasticopt.models.jsontext import check_values, decode, describe, loads, read_bytes
 from elasticopt.models.problem import Cluster, Job, Problem, Running
@@ -62,31 +63,6 @@ def _validator_class() -> Any:
 
     base = jsonschema.Draft202012Validator
     return jsonschema.validators.extend(base, type_checker=base.TYPE_CHECKER.redefine("integer", is_integer))
-
-
-#: Job field -> its JSON path inside a job (the model's names differ from the file's).
-_JOB_FIELDS = {
-    "batch_min": "batch.min",
-    "batch_max": "batch.max",
-    "max_local": "batch.max_local",
-    "gpus_min": "gpus.min",
-    "gpus_max": "gpus.max",
-    "running.gpus": "running.gpus",
-    "running.batch": "running.batch",
-    "running.restart_cost_s": "running.restart_cost_s",
-    "progress": "progress",
-    "remaining_samples": "remaining_samples",
-    "weight": "weight",
-    "job.id": "id",
-}
-
-
-def _job_path(where: str, model_path: str) -> str:
-    """The JSON path of a Job/Running validation path such as ``job 'a'.batch_min``."""
-    for name, json_path in _JOB_FIELDS.items():
-        if model_path == name or model_path.endswith("." + name):
-            return f"{where}.{json_path}"
-    return where
 
 
 def _describe_schema_error(err: Any) -> tuple[str, str, object]:
@@ -173,19 +149,7 @@ def _job_from_dict(d: dict[str, Any], i: int, file: str) -> Job:
     else:
         tp = _resolve_profile(d["profile"], file, f"{where}.profile")
         defaults = (getattr(tp, "batch_min", 1), getattr(tp, "batch_max", None), getattr(tp, "max_local", None))
-    batch = d.get("batch", {})
-    bmin = batch.get("min", defaults[0])
-    bmax = batch.get("max", defaults[1])
-    mloc = batch.get("max_local", defaults[2] if defaults[2] is not None else bmax)
-    for key, val in (("max", bmax), ("max_local", mloc)):
-        if val is None:
-            raise InstanceError(file, f"{where}.batch.{key}", "an integer (the profile has no default)", None)
-    if bmax < bmin:
-        raise InstanceError(file, f"{where}.batch.max", f"an integer >= batch.min ({bmin})", bmax)
-    gpus = d.get("gpus", {})
-    gmin, gmax = gpus.get("min", 1), gpus.get("max")
-    if gmax is not None and gmax < gmin:
-        raise InstanceError(file, f"{where}.gpus.max", f"an integer >= gpus.min ({gmin})", gmax)
+    bmin, bmax, mloc, gmin, gmax = job_limits(d, where, file, defaults)
     run = d.get("running")
     try:
         job = Job(
@@ -203,7 +167,7 @@ def _job_from_dict(d: dict[str, Any], i: int, file: str) -> Job:
             efficiency=None if "throughput" in d else profile_efficiency(tp),
         )
     except ValidationError as exc:
-        raise InstanceError(file, _job_path(where, exc.path), exc.expected, exc.found, exc.hint) from None
+        raise job_error(file, where, d, exc) from None
     # measured points are finite; a profile's candidates stay within its measured range
     if not _has_option(job):
         raise InstanceError(

@@ -26,6 +26,7 @@ from typing import Any
 from elasticopt.errors import InstanceError, ValidationError
 from elasticopt.models import rules
 from elasticopt.models.cluster import pool_from_dict, pool_to_dict
+from elasticopt.models.instance_jobs import job_error, job_limits
 from elasticopt.models.jsontext import describe
 from elasticopt.models.objectives import get_objective, objective_names
 from elasticopt.models.problem import DEFAULT_TYPE, Cluster, Job, Pool, Problem, Running
@@ -111,19 +112,7 @@ def _job(d: dict[str, Any], i: int, file: str, types: tuple[str, ...], resolve: 
         ms = list(tp.values())
         defaults = (min(getattr(m, "batch_min", 1) for m in ms), max((getattr(m, "batch_max", 0) or 0) for m in ms) or None,
                     max((getattr(m, "max_local", 0) or 0) for m in ms) or None)
-    batch = d.get("batch", {})
-    bmin = batch.get("min", defaults[0])
-    bmax = batch.get("max", defaults[1])
-    mloc = batch.get("max_local", defaults[2] if defaults[2] is not None else bmax)
-    for key, val in (("max", bmax), ("max_local", mloc)):
-        if val is None:
-            raise InstanceError(file, f"{where}.batch.{key}", "an integer (the profile has no default)", None)
-    if bmax < bmin:
-        raise InstanceError(file, f"{where}.batch.max", f"an integer >= batch.min ({bmin})", bmax)
-    gpus = d.get("gpus", {})
-    gmin, gmax = gpus.get("min", 1), gpus.get("max")
-    if gmax is not None and gmax < gmin:
-        raise InstanceError(file, f"{where}.gpus.max", f"an integer >= gpus.min ({gmin})", gmax)
+    bmin, bmax, mloc, gmin, gmax = job_limits(d, where, file, defaults)
     for r, t in enumerate(d.get("types", ())):
         if t not in types:
             raise InstanceError(file, f"{where}.types[{r}]", "a GPU type of the cluster: " + ", ".join(types), t)
@@ -143,9 +132,10 @@ def _job(d: dict[str, Any], i: int, file: str, types: tuple[str, ...], resolve: 
             raise InstanceError(file, f"{where}.running.type", "a GPU type of the cluster: " + ", ".join(types), rt)
         if rt is None and len(types) > 1:
             raise InstanceError(file, f"{where}.running.type", "the GPU type it runs on (the cluster has several)", None)
-        nodes = tuple(run["nodes"]) if "nodes" in run else None
-        running = Running(run["gpus"], run["batch"], rt, nodes, run.get("restart_cost_s", 0.0))
     try:
+        if run:
+            nodes = tuple(run["nodes"]) if "nodes" in run else None
+            running = Running(run["gpus"], run["batch"], rt, nodes, run.get("restart_cost_s", 0.0))
         job = Job(
             id=d["id"], throughput=tp, batch_min=bmin, batch_max=bmax, max_local=mloc, gpus_min=gmin, gpus_max=gmax,
             running=running, remaining_samples=d.get("remaining_samples"), weight=d.get("weight", 1.0),
@@ -154,7 +144,7 @@ def _job(d: dict[str, Any], i: int, file: str, types: tuple[str, ...], resolve: 
             efficiency=None if "throughput" in d else profile_efficiency(list(tp.values()) if isinstance(tp, dict) else tp),
         )
     except ValidationError as exc:
-        raise InstanceError(file, f"{where} ({exc.path})", exc.expected, exc.found, exc.hint) from None
+        raise job_error(file, where, d, exc) from None
     return job
 
 

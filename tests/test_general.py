@@ -1,6 +1,8 @@
 """The general model (docs/design.md §2): GPU types, nodes and placement, caller values, format 2."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -132,6 +134,34 @@ def test_format2_errors_name_file_and_path(tmp_path, mutate, path):
     with pytest.raises(InstanceError) as ei:
         load_instance(f)
     assert str(f) in str(ei.value) and ei.value.path.startswith(path)
+
+
+def test_format2_model_errors_name_the_file_the_jobs_json_path_and_the_files_value(tmp_path):
+    """A rule the model checks while a job is built (Running's node count) is reported at the job's JSON path
+    in the file, with the file's value, as format 1 reports its job errors: before, format 2 built ``Running``
+    outside its error mapping and the error named neither the file nor the job (``running.nodes: ...``)."""
+    doc = json.loads(json.dumps(FORMAT2))
+    doc["jobs"][0]["running"]["nodes"] = [0, 1, 2]  # 3 nodes for a job on 2 GPUs
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(InstanceError) as ei:
+        load_instance(f)
+    e = ei.value
+    assert (e.file, e.path, e.expected, e.found) == (str(f), "jobs[0].running.nodes", "1 to 2 node indices", [0, 1, 2])
+    assert str(e) == f"{f}: jobs[0].running.nodes: expected 1 to 2 node indices, found [0, 1, 2]"
+    out = subprocess.run([sys.executable, "-m", "elasticopt", "solve", str(f)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"{f}: jobs[0].running.nodes: expected 1 to 2 node indices, found [0, 1, 2]" in out.stderr
+    # the limits are one rule for both formats: the same error, at the same path
+    for fmt_doc in (doc, {"format": "elasticopt-instance/1", "cluster": {"gpus": 8},
+                          "jobs": [{"id": "a", "throughput": [[1, 32, 100.0]]}]}):
+        d = json.loads(json.dumps(fmt_doc))
+        d["jobs"][0].pop("running", None)
+        d["jobs"][0]["batch"] = {"min": 64, "max": 32, "max_local": 32}
+        with pytest.raises(InstanceError) as ei:
+            problem_from_dict(d)
+        assert (ei.value.path, ei.value.expected, ei.value.found) == ("jobs[0].batch.max", "an integer >= batch.min (64)", 32)
 
 
 def test_running_job_current_option_includes_type_and_nodes():
