@@ -51,7 +51,9 @@ def _pool(d: dict[str, Any], where: str, file: str) -> Pool:
         raise InstanceError(file, exc.path, exc.expected, exc.found, exc.hint) from None
 
 
-def _cluster(cl: dict[str, Any], file: str) -> Cluster:
+def cluster_from_dict(cl: dict[str, Any], file: str) -> Cluster:
+    """The :class:`Cluster` of an instance's ``cluster`` object (``{"gpus", "gpus_per_node"}`` or ``{"pools"}``),
+    by the model's own checks (integers, size limits); an :class:`InstanceError` of ``file`` at its JSON path."""
     try:
         if "pools" in cl:
             return Cluster(pools={t: _pool(p, f"cluster.pools.{t}", file) for t, p in cl["pools"].items()})
@@ -164,7 +166,7 @@ def problem_from_dict_2(data: dict[str, Any], file: str, validate: Any, resolve:
     """
     validate(data, instance_schema_2())
     check_objective(data.get("objective", "speedup"), file)
-    cluster = _cluster(data["cluster"], file)
+    cluster = cluster_from_dict(data["cluster"], file)
     types = cluster.types
     jobs, seen = [], {}
     for i, jd in enumerate(data["jobs"]):

@@ -36,10 +36,8 @@ from elasticopt.errors import ValidationError
 from elasticopt.models import FORMAT as FORMAT_1
 from elasticopt.models import Problem, problem_from_dict
 from elasticopt.models.objectives import objective_names
-from elasticopt.models.instance_format2 import FORMAT_2
+from elasticopt.models.instance_format2 import FORMAT_2, cluster_from_dict
 from elasticopt.models import Cluster, Job, MeasuredThroughput, Running
-from elasticopt.models.cluster import pool_from_dict
-from elasticopt.models.problem import DEFAULT_TYPE
 from elasticopt.models.rules import divides
 from elasticopt.service.protocol import ServiceError, finite
 
@@ -96,21 +94,30 @@ class Translation:
         return sum(v.offset for v in self.value_jobs.values())
 
 
-def _pools(doc: dict[str, Any]) -> tuple[dict[str, PoolNodes], dict[str, Any]]:
-    """The pools with global node numbering, and the model's cluster document."""
+def _pools(doc: dict[str, Any]) -> tuple[dict[str, PoolNodes], dict[str, Any], Cluster]:
+    """The pools with global node numbering, the model's cluster document and its :class:`Cluster`, checked by
+    the model first (integers, not ``4.0``; its size limits): nothing is built from a request's sizes before."""
     cl = doc.get("cluster")
     if cl is None:
         raise ServiceError("invalid_request", "cluster: expected this field to be present", "cluster",
                            "a cluster ({'gpus': G} or {'pools': {...}})", "nothing")
-    if "pools" not in cl:
-        G, g = cl["gpus"], cl.get("gpus_per_node", 8)
-        nodes = (g,) * (G // g) + ((G % g,) if G % g else ())  # the model's one pool: the last node partly free
-        return {DEFAULT_TYPE: PoolNodes(nodes, g, 0)}, {"gpus": G, "gpus_per_node": g}
-    out, first = {}, 0
-    for name, p in cl["pools"].items():
-        out[name] = PoolNodes((p["gpus_per_node"],) * p["nodes"], p["gpus_per_node"], first)
-        first += p["nodes"]
-    return out, {"pools": {t: dict(cl["pools"][t]) for t in out}}
+    model_doc = {"gpus": cl["gpus"], "gpus_per_node": cl.get("gpus_per_node", 8)} if "pools" not in cl else \
+        {"pools": {t: dict(p) for t, p in cl["pools"].items()}}
+    try:
+        cluster = cluster_from_dict(model_doc, "request")
+    except ValidationError as exc:
+        raise ServiceError("invalid_request", f"{exc.path}: expected {exc.expected}", exc.path, exc.expected,
+                           exc.found) from None
+    return _pool_nodes(cluster), model_doc, cluster
+
+
+def _pool_nodes(cluster: Cluster) -> dict[str, PoolNodes]:
+    """Per pool its nodes' free GPUs, numbered across pools in the cluster's order from 0."""
+    pools, first = {}, 0
+    for t, pool in cluster.pools.items():  # type: ignore[union-attr]
+        pools[t] = PoolNodes(pool.free_per_node(), pool.gpus_per_node, first)
+        first += pool.nodes
+    return pools
 
 
 def _value_rows(jd: dict[str, Any], i: int, pools: dict[str, PoolNodes], allowed: list[str],
@@ -188,7 +195,7 @@ def translate(doc: dict[str, Any], screened: bool = False) -> Translation:
         ``invalid_request`` (a rule the schema cannot state, with its JSON
         path) or ``unsupported``.
     """
-    pools, cluster = _pools(doc)
+    pools, cluster, model_cluster = _pools(doc)
     objective = doc.get("objective", "speedup")
     if objective != VALUES and objective not in objective_names():
         known = ", ".join(map(repr, (*objective_names(), VALUES)))
@@ -276,7 +283,7 @@ def translate(doc: dict[str, Any], screened: bool = False) -> Translation:
         priority = [j for j in doc["priority"] if j not in skip]
     try:
         if objective == VALUES:
-            problem = _values_problem(inst_jobs, cluster, model_allow, priority)
+            problem = _values_problem(inst_jobs, model_cluster, model_allow, priority)
         else:
             inst: dict[str, Any] = {
                 "format": FORMAT_2 if general else FORMAT_1,
@@ -326,14 +333,10 @@ def translate_instance(doc: dict[str, Any], screened: bool = False) -> Translati
     except ValidationError as exc:
         raise ServiceError("invalid_request", f"{exc.path}: expected {exc.expected}", exc.path, exc.expected,
                            exc.found) from None
-    pools, first = {}, 0
-    for t, pool in problem.cluster.pools.items():  # type: ignore[union-attr]
-        pools[t] = PoolNodes(pool.free_per_node(), pool.gpus_per_node, first)
-        first += pool.nodes
-    return Translation(problem, pools, {})
+    return Translation(problem, _pool_nodes(problem.cluster), {})
 
 
-def _values_problem(jobs: list[dict[str, Any]], cluster_doc: dict[str, Any], allow: bool,
+def _values_problem(jobs: list[dict[str, Any]], cluster: Cluster, allow: bool,
                     priority: list[str] | None, trusted: bool = True) -> Problem:
     """Caller-value jobs through the model's constructors: every field is explicit and every row feasible by
     construction, so the loader's schema pass (the bulk of its time) is skipped; the jobs by
@@ -342,11 +345,6 @@ def _values_problem(jobs: list[dict[str, Any]], cluster_doc: dict[str, Any], all
     checked by the request schema and :func:`_value_rows` (ids, integers >= 1, finite values, k dividing b),
     else by ``Job(...)``, ``MeasuredThroughput(...)`` and their checks (the same jobs: a test builds both);
     the problem with its checks."""
-    if "pools" in cluster_doc:
-        cluster = Cluster(pools={t: pool_from_dict(p, f"cluster.pools.{t}")  # every field of the request's pool
-                                 for t, p in cluster_doc["pools"].items()})
-    else:
-        cluster = Cluster(cluster_doc["gpus"], cluster_doc["gpus_per_node"])
     built = []
     table = MeasuredThroughput.assembled if trusted else lambda p, pk: MeasuredThroughput(p, packed=pk)
     for jd in jobs:  # options: (pool, gpus, batch, packed) -> value (from _value_rows); throughput 1.0 each

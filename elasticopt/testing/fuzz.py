@@ -166,9 +166,17 @@ def _edit_list(doc: Any, rng: random.Random) -> Any:
     if not lists:
         return doc
     lst = _get(doc, rng.choice(lists))
-    op = rng.randrange(4)
+    op = rng.randrange(5)
     if op == 0 and lst:
         lst.append(copy.deepcopy(rng.choice(lst)))  # duplicate an item (a job id, a point)
+    elif op == 4 and lst:
+        # grow it past what the model allows (a running job's nodes beyond its GPU count): distinct integers
+        # where it holds integers (a schema may ask for unique items), else copies of its last item
+        n = rng.choice([2, 3, 9])
+        if all(type(x) is int for x in lst):
+            lst.extend(range(max(lst) + 1, max(lst) + 1 + n))
+        else:
+            lst.extend(copy.deepcopy(lst[-1]) for _ in range(n))
     elif op == 1 and lst:
         del lst[rng.randrange(len(lst))]
     elif op == 2:
