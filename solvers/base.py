@@ -30,12 +30,32 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from elasticopt.errors import ModelTooLargeError, SolverError, SolverUnavailableError
+from elasticopt.errors import ModelTooLargeError, SolverUnavailableError, ValidationError
 from elasticopt.models.table_placement import place_table
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.options import OptionRule, check_options
 from elasticopt.solvers.placed_dp import best_placed_exact
 from elasticopt.solvers.solution import Reason, Solution, Status
+
+#: A time limit longer than this is no limit: it is never reached, and the libraries' clocks overflow on one of
+#: 1e300 s (HiGHS, SCIP and Pyomo take whole seconds; a forked run's join overflows a C timestamp).
+NO_LIMIT_ABOVE_S = 1e9
+
+
+def checked_time_limit(time_limit_s: object, path: str = "time_limit_s") -> float | None:
+    """A time limit as the backends take it: seconds > 0, or None for none.
+
+    ``None``, ``inf`` and limits over :data:`NO_LIMIT_ABOVE_S` (about 32 years) are no limit; anything that is
+    not a number > 0 (a string, a bool, 0, a negative number, NaN) raises :class:`ValidationError` at ``path``.
+    The one rule for every caller: :meth:`Backend.solve`, the benchmark runner, the service.
+    """
+    if time_limit_s is None:
+        return None
+    if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, (int, float, np.integer, np.floating)) \
+            or not time_limit_s > 0:
+        raise ValidationError(path, "a number of seconds > 0, or None for no limit", time_limit_s,
+                              "leave it out (or give inf) for no limit")
+    return None if time_limit_s > NO_LIMIT_ABOVE_S else float(time_limit_s)
 
 __all__ = ["Backend", "Outcome", "Capabilities"]
 
@@ -225,11 +245,11 @@ class Backend(ABC):
             If the backend's library is not installed.
         SolverOptionError
             For an unknown option or a bad option value.
-        SolverError
-            For a bad time limit.
+        ValidationError
+            For a time limit that is not a number of seconds > 0 (:func:`checked_time_limit`; ``inf`` or over
+            :data:`NO_LIMIT_ABOVE_S` is no limit).
         """
-        if time_limit_s is not None and not (time_limit_s > 0):
-            raise SolverError(f"time_limit_s must be > 0 seconds, got {time_limit_s!r}")
+        time_limit_s = checked_time_limit(time_limit_s)
         opts = self.check_options(options)
         if isolate is None:
             isolate = time_limit_s is not None and self.capabilities.time_limit_overruns

@@ -6,6 +6,7 @@ interrupted), the timed one is warm.
 """
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from elasticopt.solvers.solution import Reason, Status
 
 #: Seconds a stopped solve may run past its limit here (measured: ~0.05 s at load 3 on 2 cores).
 SLACK_S = 1.0
+MIXED = Path(__file__).resolve().parents[1] / "instances" / "mixed.json"
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +98,48 @@ def test_scip_deadline_handler_interrupts_past_the_deadline():
     out = be.extract(table, model, raw)
     assert model.stopped_by_clock and out.status is Status.LIMIT
     assert out.stats["stopped_by_clock"] and out.stats["scip_status"] == "userinterrupt"
+
+
+@pytest.mark.parametrize("limit", [float("inf"), 1e300, 2e9])
+def test_a_limit_that_is_never_reached_is_no_limit_on_every_backend(limit):
+    """``inf`` and limits past NO_LIMIT_ABOVE_S solve as without a limit: before, HiGHS, SCIP and Pyomo took
+    whole seconds of ``inf`` (OverflowError) and a forked run's join overflowed a C timestamp on 1e300, so
+    ``elasticopt solve --time-limit-s inf`` ended in an internal error."""
+    from elasticopt.models import load_instance
+    from elasticopt.solvers import available_solvers
+
+    problem = load_instance(MIXED)
+    for name in available_solvers():
+        free, capped = solve(problem, name), solve(problem, name, time_limit_s=limit)
+        assert (capped.status, capped.objective) == (free.status, free.objective), name
+
+
+@pytest.mark.parametrize("limit", ["5", True, 0, -1.0, float("nan")])
+def test_a_limit_that_is_not_seconds_is_a_clear_error_at_its_name(limit):
+    from elasticopt.errors import ValidationError
+    from elasticopt.service import AllocationService
+
+    problem = generate_instance("paper", 4, 8, 0)
+    for name in ("dp", "milp", "greedy"):
+        with pytest.raises(ValidationError) as ei:
+            solve(problem, name, time_limit_s=limit)
+        assert ei.value.path == "time_limit_s" and "a number of seconds > 0" in ei.value.expected
+    with pytest.raises(ValidationError, match="default_time_limit_s: expected a number of seconds > 0"):
+        AllocationService(default_time_limit_s=limit)
+
+
+def test_the_cli_and_the_service_take_a_limit_that_is_never_reached():
+    import json
+    import subprocess
+    import sys
+
+    from elasticopt.service import AllocationService
+
+    out = subprocess.run([sys.executable, "-m", "elasticopt", "solve", str(MIXED), "--solver", "all",
+                          "--time-limit-s", "inf"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and "Traceback" not in out.stderr and "all 6 proven results agree" in out.stdout, \
+        out.stderr
+    doc = json.loads(MIXED.read_text())
+    resp = AllocationService().handle(json.dumps(dict(doc, format="elasticopt-request/1", time_limit_s=1e300,
+                                                      solver="milp")))
+    assert resp["ok"] and resp["status"] == "optimal", resp

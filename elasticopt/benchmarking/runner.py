@@ -37,6 +37,7 @@ from elasticopt.errors import ValidationError
 from elasticopt.models import Problem, compile_problem, reduce_table
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers import Solution, Status, verify
+from elasticopt.solvers.base import checked_time_limit
 
 __all__ = ["BenchEvent", "run_benchmark", "count_solves", "environment", "REFERENCE_OPS_PER_S"]
 
@@ -306,8 +307,7 @@ def run_benchmark(
         raise ValidationError("repeats", "an integer >= 1", repeats)
     if order not in ("interleaved", "grouped"):
         raise ValidationError("order", "'interleaved' or 'grouped'", order)
-    if time_limit_s is not None and not time_limit_s > 0:
-        raise ValidationError("time_limit_s", "a number of seconds > 0, or None", time_limit_s)
+    time_limit_s = checked_time_limit(time_limit_s)
     specs = resolve_solvers(solvers)
     inst = list(instances)
     if not inst:

@@ -27,6 +27,7 @@ from elasticopt.errors import (
     SolverOptionError,
     SolverUnavailableError,
     UnknownSolverError,
+    ValidationError,
 )
 from elasticopt.models.objectives import objective_names
 from elasticopt.models.table import job_values
@@ -55,6 +56,7 @@ from elasticopt.solvers import (
     verify,
 )
 from elasticopt.solvers.api import solve
+from elasticopt.solvers.base import checked_time_limit
 
 __all__ = ["AllocationService", "HTTP_STATUS", "settle_heap"]
 
@@ -128,10 +130,11 @@ def _check_service_fields(doc: dict[str, Any]) -> None:
     rid = doc.get("id")
     if "id" in doc and (isinstance(rid, bool) or not isinstance(rid, (str, int))):
         raise ServiceError("invalid_request", "id: expected a string or an integer", "id", "a string or an integer", rid)
-    limit = doc.get("time_limit_s")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0):
-        raise ServiceError("invalid_request", "time_limit_s: expected a number > 0", "time_limit_s",
-                           "a number > 0", limit)
+    try:
+        checked_time_limit(doc.get("time_limit_s"))
+    except ValidationError as exc:
+        raise ServiceError("invalid_request", f"time_limit_s: expected {exc.expected}", "time_limit_s",
+                           exc.expected, exc.found) from None
     for key in ("reduce", "verify"):
         if key in doc and not isinstance(doc[key], bool):
             raise ServiceError("invalid_request", f"{key}: expected true or false", key, "true or false", doc[key])
@@ -189,7 +192,7 @@ class AllocationService:
         self.default_solver = RequestedSolver.from_request(default_solver)
         get_backend(self.default_solver.name)  # an unknown or missing default fails at start, not per request
         request_validator()  # so does a missing schema validator (the 'service' extra)
-        self.default_time_limit_s = default_time_limit_s
+        self.default_time_limit_s = checked_time_limit(default_time_limit_s, "default_time_limit_s")
         self._solve = solve
         if placement_fallback == "auto":
             placement_fallback = next(iter(placement_solvers()), None)
@@ -351,7 +354,7 @@ class AllocationService:
             tr = translate(doc, screened)
         t_tr = time.perf_counter()
         spec = RequestedSolver.from_request(doc["solver"]) if "solver" in doc else self.default_solver
-        limit = doc.get("time_limit_s", self.default_time_limit_s)
+        limit = checked_time_limit(doc["time_limit_s"]) if "time_limit_s" in doc else self.default_time_limit_s
         warnings: list[str] = []
         sol = self._run_solver(tr, spec, limit, doc.get("reduce", True), warnings)
         t_solve = time.perf_counter()
