@@ -8,6 +8,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from elasticopt.errors import OutputError
+
 __all__ = ["atomic_path", "atomic_write_text", "atomic_write_bytes"]
 
 
@@ -27,8 +29,16 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[
         Suffix of the temporary file (some writers pick the format from it).
     """
     dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=suffix, dir=dest.parent)
+    if dest.is_dir():
+        raise OutputError(str(dest), "it is a directory", f"name a file, e.g. {dest / ('output' + _ext(suffix))}")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=suffix, dir=dest.parent)
+    except OSError as exc:
+        blocked = next((a for a in dest.parents if a.exists()), None)
+        reason = f"{blocked} is a file, not a folder" if blocked is not None and not blocked.is_dir() else \
+            exc.strerror or type(exc).__name__
+        raise OutputError(str(dest), reason, "name a file in a folder this user can create and write") from None
     try:
         umask = os.umask(0)
         os.umask(umask)
@@ -38,10 +48,17 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, dest)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, OutputError) and exc.filename in (tmp, str(dest)):
+            raise OutputError(str(dest), exc.strerror or type(exc).__name__,
+                              "free some space or name a file where this user may write") from None
         raise
+
+
+def _ext(suffix: str) -> str:
+    return suffix if suffix != ".tmp" else ".json"
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:

@@ -20,6 +20,7 @@ __all__ = [
     "UnknownSolverError",
     "SolverUnavailableError",
     "LauncherError",
+    "OutputError",
     "format_path",
     "short_repr",
 ]
@@ -212,3 +213,21 @@ class SolverUnavailableError(SolverError):
 
 class LauncherError(ElasticoptError):
     """The launcher cannot do what it was asked (a missing backend library, an impossible placement, a bug)."""
+
+
+class OutputError(ElasticoptError, OSError):
+    """A result could not be written where it was asked for (a folder given as the file, no permission, no space).
+
+    Parameters
+    ----------
+    path
+        The destination asked for.
+    reason
+        What the system said (``strerror``), or what is there ("a directory").
+    hint
+        How to fix it.
+    """
+
+    def __init__(self, path: str, reason: str, hint: str):
+        self.path, self.reason, self.hint = path, reason, hint
+        ElasticoptError.__init__(self, f"{path}: cannot write the output there ({reason}); {hint}")

@@ -116,3 +116,21 @@ def test_a_bad_request_file_names_file_and_json_path(tmp_path):
     f.write_text('{"format": "elasticopt-nothing/1"}')
     r = run_cli("solve", str(f))
     assert r.returncode == 2 and "Traceback" not in r.stderr and str(f) in r.stderr
+
+
+def test_an_output_that_cannot_be_written_is_a_clear_error_and_leaves_nothing(tmp_path, capsys):
+    """A folder given as ``-o`` (or a file where a folder should be) was an internal IsADirectoryError: every
+    command's output goes through ``elasticopt._io.atomic_path``, which now names the destination and what
+    is in the way, and leaves no temporary file beside it."""
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for argv, what in ((["solve", "instances/tiny.json", "--json", "-o", str(tmp_path)], "it is a directory"),
+                       (["export", "instances/tiny.json", "-o", str(tmp_path)], "it is a directory"),
+                       (["generate", "--family", "paper", "--jobs", "3", "--gpus", "8", "-o", str(tmp_path)],
+                        "it is a directory")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"{tmp_path}: cannot write the output there ({what}); name a file, e.g. {tmp_path}/output." in err
+    (tmp_path / "afile").write_text("x")
+    assert main(["solve", "instances/tiny.json", "--json", "-o", str(tmp_path / "afile" / "sol.json")]) == 2
+    assert f"({tmp_path / 'afile'} is a file, not a folder)" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["afile"])  # no temporary file left
