@@ -255,8 +255,8 @@ def generate_instance(family: str, jobs: int, gpus: int, seed: int, gpus_per_nod
     """
     if family not in ALL_FAMILIES:
         raise ValidationError("family", "one of " + ", ".join(ALL_FAMILIES), family)
-    for what, v, lo in (("jobs", jobs, 1), ("gpus", gpus, 1), ("gpus_per_node", gpus_per_node, 1)):
-        if not isinstance(v, (int, np.integer)) or v < lo:
+    for what, v, lo in (("jobs", jobs, 1), ("gpus", gpus, 1), ("gpus_per_node", gpus_per_node, 1), ("seed", seed, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValidationError(what, f"an integer >= {lo}", v)
     objective = kw.pop("objective", None)
     rng = np.random.default_rng(seed)

@@ -1,6 +1,7 @@
 """The command line (issue 16): NAME:key=value solver options, -v/-q logging, a closed pipe,
 the objective shown before the scaled integer, and one check of backend options."""
 
+import contextlib
 import io
 import logging
 import subprocess
@@ -149,3 +150,25 @@ def test_bench_shows_the_objective_value_before_the_integer(tmp_path, capsys):
                  "--no-plots", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert f"best proven objective 275.000000 (integer {275 * 2**20})" in " ".join(out.split())  # rich wraps
+
+
+@pytest.mark.parametrize("argv,words", [
+    # each was an internal error (exit 4) or was taken silently before
+    (["serve", "--http", "--port", "99999"], "argument --port: expected a port number 0..65535"),
+    (["serve", "--http", "--port", "-1"], "argument --port: expected a port number 0..65535"),
+    (["generate", "--family", "paper", "--jobs", "3", "--gpus", "8", "--seed", "-1", "-o", "{tmp}/g.json"],
+     "seed: expected an integer >= 0, found -1"),
+    (["bench", "--instances", "instances/tiny.json", "--repeats", "1", "--time-limit-s", "-1"],
+     "--time-limit-s: expected a number of seconds > 0"),
+    (["simulate", "--cluster", "sia-64", "--jobs", "5", "--load", "-1"], "load: expected a number > 0"),
+    (["simulate", "--gpus", "8", "--jobs", "0", "--generate", "{tmp}/w.csv"], "jobs: expected an integer >= 1"),
+])
+def test_bad_numbers_on_the_command_line_exit_2_naming_the_argument(tmp_path, capsys, argv, words):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    with pytest.raises(SystemExit) if "--port" in argv else contextlib.nullcontext() as raised:
+        code = main(argv)
+    code = raised.value.code if raised is not None else code  # argparse exits 2 itself
+    err = capsys.readouterr().err
+    assert code == 2 and words in err and "internal error" not in err, err
+    assert not list(tmp_path.iterdir())  # nothing written
+

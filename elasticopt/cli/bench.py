@@ -49,6 +49,7 @@ from elasticopt.benchmarking import (
 )
 from elasticopt.benchmarking.measures import DEFAULT_SHIFT_S, solver_summaries
 from elasticopt.benchmarking.suites import SUITES, get_suite
+from elasticopt.solvers.base import checked_time_limit
 from elasticopt.solvers.options import parse_option_value
 from elasticopt.errors import ValidationError
 
@@ -294,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
     if args.repeats is None:
         args.repeats = suite.repeats if suite else 3
     limit_arg = args.time_limit_s if args.time_limit_s is not None else (suite.time_limit_s if suite else 60.0)
-    limit = limit_arg if limit_arg and limit_arg > 0 else None
+    limit = None if limit_arg == 0 else checked_time_limit(limit_arg, "--time-limit-s")  # 0: none (documented)
     shift = args.shift_s if args.shift_s is not None else (suite.shift_s if suite else DEFAULT_SHIFT_S)
     if not shift > 0:
         raise ValidationError("--shift-s", "a number of seconds > 0", args.shift_s)

@@ -15,6 +15,17 @@ from elasticopt.errors import ElasticoptError
 __all__ = ["register", "run"]
 
 
+def _port(text: str) -> int:
+    """``--port``: a TCP port number, 0..65535 (0 picks a free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535 (0 picks a free one), found {text!r}")
+    return port
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``serve`` subcommand."""
     p = sub.add_parser(
@@ -27,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--stdio", action="store_true", help="one request per stdin line, one response per stdout line")
     mode.add_argument("--http", action="store_true", help="HTTP: POST /v1/solve, GET /v1/info (needs elasticopt[service])")
     p.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="HTTP: port (default 8765; 0 picks a free one)")
+    p.add_argument("--port", type=_port, default=8765, help="HTTP: port (default 8765; 0 picks a free one)")
     p.add_argument("--solver", default="dp", help="backend of requests that name none: NAME or NAME:key=value,... "
                    "(default dp)")
     p.add_argument("--time-limit-s", type=float, default=None, help="time limit of requests that give none")

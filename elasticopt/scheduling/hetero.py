@@ -30,7 +30,7 @@ from elasticopt.models.cluster import pool_from_dict
 from elasticopt.models.problem import Pool
 from elasticopt.models.rules import fits
 from elasticopt.scheduling.jobspec import JobSpec
-from elasticopt.scheduling.workload_generator import philly_shapes
+from elasticopt.scheduling.workload_generator import check_workload_size, philly_shapes
 
 __all__ = ["cluster_preset", "generate_hetero_workload"]
 
@@ -147,8 +147,7 @@ def generate_hetero_workload(
         As :func:`~elasticopt.scheduling.workload_generator.generate_workload` (the cap is a
         fraction of the submitted type's GPUs).
     """
-    if n_jobs < 1 or not load > 0:
-        raise ValidationError("generate_hetero_workload", "n_jobs >= 1, load > 0", (n_jobs, load))
+    check_workload_size(n_jobs, load)
     rng = np.random.default_rng(seed)
     nets = _networks(cluster)
     shapes = philly_shapes(n_jobs, rng, None)

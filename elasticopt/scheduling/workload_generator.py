@@ -115,6 +115,16 @@ def _submitted_option(model, k: int, rng: np.random.Generator, pick: str) -> tup
     return None
 
 
+def check_workload_size(n_jobs: object, load: object, gpus: object = 1) -> None:
+    """The sizes of a generated workload (one rule for every generator): raises :class:`ValidationError` naming
+    the argument (``jobs``, ``load``, ``gpus``; the CLI's ``--jobs``, ``--load``, ``--gpus``)."""
+    for name, value in (("jobs", n_jobs), ("gpus", gpus)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValidationError(name, "an integer >= 1", value)
+    if isinstance(load, bool) or not isinstance(load, (int, float, np.integer, np.floating)) or not load > 0:
+        raise ValidationError("load", "a number > 0 (offered load: submitted GPU-demand / GPUs)", load)
+
+
 def generate_workload(
     n_jobs: int,
     gpus: int,
@@ -156,8 +166,7 @@ def generate_workload(
         Cap a job's submitted GPUs at this fraction of the cluster (halving
         to a power of two).
     """
-    if n_jobs < 1 or gpus < 1 or not load > 0:
-        raise ValidationError("generate_workload", "n_jobs >= 1, gpus >= 1, load > 0", (n_jobs, gpus, load))
+    check_workload_size(n_jobs, load, gpus)
     if submitted_batch not in ("random", "min", "max"):
         raise ValidationError("submitted_batch", "'random', 'min' or 'max'", submitted_batch)
     from elasticopt.profiles import get_profile
