@@ -68,3 +68,32 @@ def test_solver_options_reach_the_policy_and_bad_ones_fail_first(tmp_path):
     assert ok.returncode == 0, ok.stderr
     bad = subprocess.run(base + ["--solver", "dp:no_such_option=1"], capture_output=True, text=True)
     assert bad.returncode == 2 and "no_such_option" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_bad_numbers_of_a_simulation_exit_2_naming_them_and_write_no_workload(tmp_path):
+    """Each was an internal error (exit 4), or worse: ``--generate --duration-scale nan`` wrote a workload whose
+    arrivals were NaN, ``--noise nan`` ran as exact belief, ``--checkpoint-every-s -1`` ran."""
+    from elasticopt.cli import main
+
+    wl = tmp_path / "wl.csv"
+    assert main(["simulate", "--generate", str(wl), "--gpus", "8", "--jobs", "4", "--load", "1"]) == 0
+    cases = [
+        (["--generate", str(tmp_path / "g.csv"), "--gpus", "8", "--jobs", "4", "--duration-scale", "nan"],
+         "duration_scale: expected a finite number > 0"),
+        (["--generate", str(tmp_path / "g.csv"), "--gpus", "8", "--jobs", "4", "--duration-scale", "-1"],
+         "duration_scale: expected a finite number > 0"),
+        (["--generate", str(tmp_path / "g.csv"), "--gpus", "8", "--jobs", "4", "--duration-max-s", "-1"],
+         "duration_max_s: expected a finite number of seconds > 0"),
+        (["--generate", str(tmp_path / "g.csv"), "--gpus", "8", "--jobs", "4", "--seed", "-1"],
+         "seed: expected an integer >= 0"),
+        (["--cluster", "sia-64", "--jobs", "4", "--duration-scale", "0"], "duration_scale: expected a finite number > 0"),
+        ([str(wl), "--gpus", "8", "--noise", "nan"], "throughput_noise: expected a finite number >= 0"),
+        ([str(wl), "--gpus", "8", "--seed", "-1"], "seed: expected an integer >= 0"),
+        ([str(wl), "--gpus", "8", "--checkpoint", str(tmp_path / "ck"), "--checkpoint-every-s", "-1"],
+         "--checkpoint-every-s: expected a finite number of wall seconds >= 0"),
+    ]
+    for argv, words in cases:
+        r = subprocess.run([sys.executable, "-m", "elasticopt", "simulate", *argv, "--quiet"], capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 2 and words in r.stderr and "internal error" not in r.stderr, (argv, r.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wl.csv"]  # no workload, no checkpoint written

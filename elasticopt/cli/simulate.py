@@ -317,6 +317,10 @@ def run(args) -> int:
     names = args.policies or ["elastic", "fixed-batch", "static"]
     for n in names:
         get_policy(n, **options)  # a bad name fails before any simulation runs
+    if args.checkpoint is not None:
+        from elasticopt.scheduling.simulator import check_checkpoint_every_s
+
+        check_checkpoint_every_s(args.checkpoint_every_s, "--checkpoint-every-s")
     err = Console(stderr=True)
     runs = []  # (seed, result)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

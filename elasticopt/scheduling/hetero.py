@@ -147,7 +147,7 @@ def generate_hetero_workload(
         As :func:`~elasticopt.scheduling.workload_generator.generate_workload` (the cap is a
         fraction of the submitted type's GPUs).
     """
-    check_workload_size(n_jobs, load)
+    check_workload_size(n_jobs, load, seed=seed, duration_max_s=duration_max_s, duration_scale=duration_scale)
     rng = np.random.default_rng(seed)
     nets = _networks(cluster)
     shapes = philly_shapes(n_jobs, rng, None)

@@ -127,8 +127,12 @@ class SimulationConfig:
         if self.queue_limit is not None and not (
                 isinstance(self.queue_limit, int) and not isinstance(self.queue_limit, bool) and self.queue_limit >= 0):
             raise ValidationError("queue_limit", "an integer >= 0 or None", self.queue_limit)
-        if self.throughput_noise < 0:
-            raise ValidationError("throughput_noise", "a number >= 0", self.throughput_noise)
+        if isinstance(self.throughput_noise, bool) or not isinstance(self.throughput_noise, (int, float, np.number)) \
+                or not 0 <= self.throughput_noise < math.inf:
+            raise ValidationError("throughput_noise", "a finite number >= 0 (log-std; 0: exact belief)",
+                                  self.throughput_noise)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise ValidationError("seed", "an integer >= 0", self.seed)
         if self.cluster is not None and self.cluster.gpus != self.gpus:
             raise ValidationError("gpus", f"the cluster's GPUs ({self.cluster.gpus})", self.gpus)
 
@@ -150,6 +154,14 @@ class SimulationResult:
     wall_s: float
     metrics: Metrics
     segments: tuple[Segment, ...] = field(default=(), repr=False)
+
+
+def check_checkpoint_every_s(value: object, path: str = "checkpoint_every_s") -> None:
+    """The wall seconds between checkpoints: a finite number >= 0 (0: at every event), else
+    :class:`ValidationError` at ``path``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not 0 <= value < math.inf:
+        raise ValidationError(path, "a finite number of wall seconds >= 0 between checkpoints (0: every event)",
+                              value)
 
 
 def simulate(
@@ -198,6 +210,8 @@ def simulate(
         workload and config: continue from it (the run's result is the same as
         an uninterrupted one's, wall time aside).
     """
+    if checkpoint is not None:
+        check_checkpoint_every_s(checkpoint_every_s)
     wall0 = time.perf_counter()
     if resume is not None:
         policy = resume["policy"]

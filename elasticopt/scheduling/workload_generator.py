@@ -115,14 +115,21 @@ def _submitted_option(model, k: int, rng: np.random.Generator, pick: str) -> tup
     return None
 
 
-def check_workload_size(n_jobs: object, load: object, gpus: object = 1) -> None:
-    """The sizes of a generated workload (one rule for every generator): raises :class:`ValidationError` naming
-    the argument (``jobs``, ``load``, ``gpus``; the CLI's ``--jobs``, ``--load``, ``--gpus``)."""
-    for name, value in (("jobs", n_jobs), ("gpus", gpus)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValidationError(name, "an integer >= 1", value)
-    if isinstance(load, bool) or not isinstance(load, (int, float, np.integer, np.floating)) or not load > 0:
-        raise ValidationError("load", "a number > 0 (offered load: submitted GPU-demand / GPUs)", load)
+def check_workload_size(n_jobs: object, load: object, gpus: object = 1, *, seed: object = 0,
+                        duration_max_s: object = None, duration_scale: object = 1.0) -> None:
+    """The arguments of a generated workload (one rule for every generator): raises :class:`ValidationError`
+    naming the argument (``jobs``, ``load``, ``gpus``, ``seed``, ``duration_max_s``, ``duration_scale``; the
+    CLI's ``--jobs``, ``--load``, ...) before anything is drawn, so no workload with a NaN arrival is written."""
+    for name, value, lo in (("jobs", n_jobs, 1), ("gpus", gpus, 1), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
+            raise ValidationError(name, f"an integer >= {lo}", value)
+    for name, value, what in (("load", load, "a number > 0 (offered load: submitted GPU-demand / GPUs)"),
+                              ("duration_scale", duration_scale, "a finite number > 0 (multiplies every duration)"),
+                              ("duration_max_s", 1.0 if duration_max_s is None else duration_max_s,
+                               "a finite number of seconds > 0 (the clip of every duration), or None for none")):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or not 0 < value < math.inf:
+            raise ValidationError(name, what, duration_max_s if name == "duration_max_s" else value)
 
 
 def generate_workload(
@@ -166,7 +173,8 @@ def generate_workload(
         Cap a job's submitted GPUs at this fraction of the cluster (halving
         to a power of two).
     """
-    check_workload_size(n_jobs, load, gpus)
+    check_workload_size(n_jobs, load, gpus, seed=seed, duration_max_s=duration_max_s,
+                        duration_scale=duration_scale)
     if submitted_batch not in ("random", "min", "max"):
         raise ValidationError("submitted_batch", "'random', 'min' or 'max'", submitted_batch)
     from elasticopt.profiles import get_profile
