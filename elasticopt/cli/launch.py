@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
     from elasticopt.errors import ValidationError
     from elasticopt.launcher.devices import DevicePool
+    from elasticopt.launcher.driver import LaunchConfig
     from elasticopt.launcher.jobsfile import load_jobs
     from elasticopt.solvers import get_backend
     from elasticopt.solvers.options import parse_solver_arg
@@ -97,9 +98,14 @@ def run(args: argparse.Namespace) -> int:
     args.solver, args.solver_options = solver, solver_options
     if args.address and args.backend != "ray":
         raise ValidationError("--address", "--backend ray (torchrun runs on this machine)", args.address)
+    config = LaunchConfig(
+        policy=args.policy, solver=args.solver, solver_options=args.solver_options, backend=args.backend, restart_cost_s=args.restart_cost_s,
+        tick_s=args.tick_s or None, stop_timeout_s=args.stop_timeout_s, max_restarts=args.max_restarts,
+        payback=not args.no_payback,
+    )  # fmt: skip  (checked before any device is taken or Ray started)
     pool = _ray_pool(args) if args.backend == "ray" else DevicePool.detect(gpus=args.gpus, cpu_slots_n=args.cpu_slots)
     try:
-        return _launch(args, specs, pool)
+        return _launch(args, specs, pool, config)
     finally:
         if args.backend == "ray":
             import ray  # noqa: PLC0415
@@ -118,17 +124,12 @@ def _ray_pool(args: argparse.Namespace):
                                     max_devices=args.gpus or args.cpu_slots)  # fmt: skip
 
 
-def _launch(args: argparse.Namespace, specs, pool) -> int:
+def _launch(args: argparse.Namespace, specs, pool, config) -> int:
     from rich.console import Console  # noqa: PLC0415
     from rich.live import Live  # noqa: PLC0415
 
-    from elasticopt.launcher.driver import LaunchConfig, launch  # noqa: PLC0415
+    from elasticopt.launcher.driver import launch  # noqa: PLC0415
 
-    config = LaunchConfig(
-        policy=args.policy, solver=args.solver, solver_options=args.solver_options, backend=args.backend, restart_cost_s=args.restart_cost_s,
-        tick_s=args.tick_s or None, stop_timeout_s=args.stop_timeout_s, max_restarts=args.max_restarts,
-        payback=not args.no_payback,
-    )  # fmt: skip
     console = Console(stderr=True)
     where = f"{len(set(pool.nodes))} Ray node(s)" if args.backend == "ray" else "this machine"
     console.print(f"launching {len(specs)} job(s) on {pool.size} {pool.kind} device(s) {list(pool.ids)} of {where}; "

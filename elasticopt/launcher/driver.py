@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import statistics
 import time
@@ -84,6 +85,24 @@ class LaunchConfig:
     stop_timeout_s: float = 120.0
     max_restarts: int = 3
     payback: bool = True
+
+    def __post_init__(self) -> None:
+        def seconds(name: str, value: object, *, none: bool, zero: bool) -> None:
+            if none and value is None:
+                return
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    (0 <= value if zero else 0 < value) and value < math.inf):
+                raise ValidationError(name, f"a finite number of seconds {'>= 0' if zero else '> 0'}"
+                                      + (" or None" if none else ""), value)
+
+        seconds("restart_cost_s", self.restart_cost_s, none=True, zero=True)
+        seconds("tick_s", self.tick_s, none=True, zero=False)
+        seconds("poll_s", self.poll_s, none=False, zero=False)
+        seconds("write_every_s", self.write_every_s, none=False, zero=False)
+        seconds("stop_timeout_s", self.stop_timeout_s, none=False, zero=True)
+        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
+            raise ValidationError("max_restarts", "an integer >= 0 (crashes retried from a checkpoint)",
+                                  self.max_restarts)
 
 
 @dataclass(frozen=True)

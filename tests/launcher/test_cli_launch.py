@@ -172,6 +172,23 @@ def test_bad_solver_fails_before_any_job_starts(tmp_path, solver, word):
     assert not (out / "jobs.csv").exists()
 
 
+@pytest.mark.parametrize("flag, value, words", [
+    ("--tick-s", "nan", "tick_s: expected a finite number of seconds > 0"),
+    ("--tick-s", "-1", "tick_s: expected a finite number of seconds > 0"),
+    ("--restart-cost-s", "nan", "restart_cost_s: expected a finite number of seconds >= 0"),
+    ("--stop-timeout-s", "-1", "stop_timeout_s: expected a finite number of seconds >= 0"),
+    ("--max-restarts", "-1", "max_restarts: expected an integer >= 0"),
+])
+def test_bad_launch_settings_fail_before_any_job_starts(tmp_path, flag, value, words):
+    """LaunchConfig had no checks: these ran (a NaN tick, a negative stop timeout) or failed deep in a run."""
+    f = write(tmp_path / "jobs.json", [job("a", 1000)])
+    out = tmp_path / "run"
+    res = subprocess.run(cli(str(f), "--cpu-slots", "1", "--out", str(out), "--quiet", flag, value),
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert not out.exists()
+
+
 def test_solver_options_reach_the_policy(tmp_path):
     f = write(tmp_path / "jobs.json", [job("a", 2000)])
     out = tmp_path / "run"
