@@ -19,7 +19,7 @@ from elasticopt.solvers.solution import Reason, Solution, Status
 __all__ = [
     "presolve_setting",
     "HINT_RULE", "hint_choice", "empty_outcome", "integer_bound", "new_highs", "dp_outcome", "NEG", "INFEASIBLE_BELOW",
-    "MAX_CELLS", "state_shape", "too_large", "node_counts_of",
+    "MAX_CELLS", "MAX_CELLS_RULE", "state_shape", "too_large", "node_counts_of",
 ]
 
 #: Value of an unreachable state; far below any real total (|total| < 2**52).
@@ -30,6 +30,10 @@ INFEASIBLE_BELOW = -(1 << 59)
 
 #: Largest DP table (jobs x states) a DP backend builds before answering LIMIT.
 MAX_CELLS = 400_000_000
+
+#: The DP backends' ``max_cells`` option (a negative bound answered every instance LIMIT, "> -5 cells").
+MAX_CELLS_RULE = ("an integer >= 1 (the largest jobs x states table the DP builds)",
+                  lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
 
 
 def state_shape(table: OptionTable) -> tuple[int, ...]:

@@ -22,6 +22,7 @@ import numpy as np
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.common import HINT_RULE, hint_choice, node_counts_of
+from elasticopt.solvers.options import SEED_RULE, threads_rule
 from elasticopt.solvers.formulation import formulate
 from elasticopt.solvers.incumbents import IncumbentLog
 from elasticopt.solvers.registry import register
@@ -75,7 +76,8 @@ class CPSat(Backend):
         "log_search_progress": False,
     }
     option_rules = {
-        "num_workers": ("an integer >= 0 (0: CP-SAT picks)", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+        "num_workers": threads_rule(0),
+        "seed": SEED_RULE,
         "linearization_level": ("0, 1 or 2", lambda v: v in (0, 1, 2) and not isinstance(v, bool)),
         "hint": HINT_RULE,
     }

@@ -36,6 +36,7 @@ from elasticopt.solvers.common import (
     presolve_setting,
 )
 from elasticopt.solvers.formulation import Formulation, formulate
+from elasticopt.solvers.options import SEED_RULE, threads_rule
 from elasticopt.solvers.incumbents import IncumbentLog
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Reason, Status
@@ -111,7 +112,8 @@ class HighsMILP(Backend):
             "a number in [0, 1) (a gap under one unit proves the integer optimum)",
             lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1,
         ),
-        "threads": ("an integer >= 1", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+        "threads": threads_rule(1),
+        "seed": SEED_RULE,
         "presolve": ("one of 'auto', 'choose', 'on', 'off'", lambda v: v in ("auto", "choose", "on", "off")),
         "hint": HINT_RULE,
     }

@@ -19,7 +19,7 @@ from typing import Any
 
 from elasticopt.errors import SolverOptionError, ValidationError
 
-__all__ = ["OptionRule", "check_options", "parse_option_value", "parse_solver_arg"]
+__all__ = ["OptionRule", "SEED_RULE", "check_options", "parse_option_value", "parse_solver_arg", "threads_rule"]
 
 #: An option's rule: (what is expected, in words; whether a value meets it).
 OptionRule = tuple[str, Callable[[Any], bool]]
@@ -31,6 +31,17 @@ def _is_int(v: Any) -> bool:
 
 def _is_real(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+#: A solver library's random seed (CP-SAT, HiGHS and SCIP hold it in a 32-bit int: 10**12 was an ERROR or an
+#: OverflowError from the library).
+SEED_RULE: OptionRule = ("an integer in 0..2**31 - 1", lambda v: _is_int(v) and 0 <= v < 2**31)
+
+
+def threads_rule(lo: int) -> OptionRule:
+    """A library's thread count, ``lo`` (0: the library picks, where it may) to 1024."""
+    what = f"an integer in {lo}..1024" + (" (0: the library picks)" if lo == 0 else "")
+    return what, lambda v: _is_int(v) and lo <= v <= 1024
 
 
 def _type_rule(default: Any) -> OptionRule | None:

@@ -30,6 +30,7 @@ from elasticopt.errors import SolverOptionError
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Capabilities, Outcome
 from elasticopt.solvers.common import HINT_RULE, empty_outcome, hint_choice, integer_bound, node_counts_of
+from elasticopt.solvers.options import SEED_RULE
 from elasticopt.solvers.formulation import Formulation, formulate
 from elasticopt.solvers.incumbents import IncumbentLog
 from elasticopt.solvers.registry import register
@@ -148,7 +149,7 @@ class SCIP(Backend):
             "a number in [0, 1) (a gap under one unit proves the integer optimum)",
             lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1,
         ),
-        "seed": ("an integer >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+        "seed": SEED_RULE,
         "params": ("a mapping of SCIP parameter names (e.g. 'presolving/maxrounds') to values, or None",
                    _params_rule),
         "hint": HINT_RULE,

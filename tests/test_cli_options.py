@@ -30,13 +30,22 @@ def test_solve_accepts_solver_options(capsys):
 
 
 @pytest.mark.parametrize("arg, words", [
-    ("cpsat:num_workers=-2", ["num_workers", "an integer >= 0", "-2"]),
+    ("cpsat:num_workers=-2", ["num_workers", "an integer in 0..1024", "-2"]),
     ("cpsat:num_workers=two", ["num_workers", "'two'"]),
     ("milp:mip_abs_gap=1", ["mip_abs_gap", "[0, 1)"]),
     ("milp:presolve=maybe", ["presolve", "'choose'"]),
     ("dp:fixing=3", ["fixing", "true or false"]),
     ("dp:bogus=1", ["unknown option 'bogus'", "fixing"]),
     ("dp:fixing", ["NAME:key=value"]),
+    # taken before: a negative max_cells answered every instance LIMIT; a seed past 32 bits was an ERROR
+    # (CP-SAT) or an OverflowError (SCIP) from the library
+    ("dp:max_cells=-5", ["max_cells", "an integer >= 1"]),
+    ("numpy-dp:max_cells=0", ["max_cells", "an integer >= 1"]),
+    ("cpsat:seed=1000000000000", ["seed", "0..2**31 - 1"]),
+    ("scip:seed=1000000000000", ["seed", "0..2**31 - 1"]),
+    ("milp:seed=-1", ["seed", "0..2**31 - 1"]),
+    ("cpsat:num_workers=1000000000000", ["num_workers", "0..1024"]),
+    ("milp:threads=0", ["threads", "1..1024"]),
 ])
 def test_bad_solver_options_exit_2_before_loading(capsys, arg, words):
     assert main(["solve", "no-such-file.json", "--solver", arg]) == 2

@@ -48,7 +48,7 @@ from elasticopt.solvers.dp.kernel_cache import note as note_kernel
 from elasticopt.solvers.dp.packed import backtrack, kernel_values
 from elasticopt.solvers.dp.value_type import ValueType, value_type
 from elasticopt.solvers.dp.windowed import window_dp
-from elasticopt.solvers.common import MAX_CELLS, NEG, dp_outcome, state_shape, too_large
+from elasticopt.solvers.common import MAX_CELLS, MAX_CELLS_RULE, NEG, dp_outcome, state_shape, too_large
 from elasticopt.solvers.dp.type_split import clip_capacities as _clip, rows_table, split_dp, type_groups
 from elasticopt.solvers.registry import register
 from elasticopt.solvers.solution import Reason, Status
@@ -91,6 +91,7 @@ class JaxDP(Backend):
                                 warm_start=False)
 
     default_options = {"fixing": True, "window": True, "split": True, "max_cells": MAX_CELLS}
+    option_rules = {"max_cells": MAX_CELLS_RULE}
 
     def _solve_inner(self, table: OptionTable, options: Mapping[str, Any], deadline: float | None) -> np.ndarray | None:
         """The dp's optimal choice per row of ``table`` (no incumbent of the restricted table), None if none.

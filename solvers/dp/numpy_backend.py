@@ -25,7 +25,7 @@ import numpy as np
 
 from elasticopt.models.table import OptionTable
 from elasticopt.solvers.base import Backend, Capabilities, Outcome
-from elasticopt.solvers.common import INFEASIBLE_BELOW, MAX_CELLS, NEG, dp_outcome, state_shape, too_large
+from elasticopt.solvers.common import INFEASIBLE_BELOW, MAX_CELLS, MAX_CELLS_RULE, NEG, dp_outcome, state_shape, too_large
 from elasticopt.solvers.registry import register
 
 __all__ = ["NumpyDP"]
@@ -44,6 +44,7 @@ class NumpyDP(Backend):
                                 warm_start=False)
 
     default_options = {"max_cells": MAX_CELLS}
+    option_rules = {"max_cells": MAX_CELLS_RULE}
 
     def build(self, table: OptionTable, options: Mapping[str, Any]) -> OptionTable:
         return table
