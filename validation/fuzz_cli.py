@@ -6,13 +6,16 @@ Usage::
     python validation/fuzz_cli.py --files 2500 --seed 1 --show 3
     python validation/fuzz_cli.py --command simulate --files 1000   # workloads: JSON, per-type JSON, CSV
     python validation/fuzz_cli.py --command launch --files 1000     # jobs files (stopped after loading)
+    python validation/fuzz_cli.py --command serve --files 1000      # requests to the allocation service
 
 Each file is a mutation of one of ``instances/*.json`` (structure, values and
 bytes: see :mod:`elasticopt.testing.fuzz`); ``elasticopt solve FILE --json`` runs in
 this process, each run limited to 10 CPU seconds (past them: ``hang``).  With
 ``--command simulate`` the files are small generated workloads, with
 ``--command launch`` the example jobs file (run with an unknown solver, so a file
-that loads stops there instead of starting jobs).  Printed: the count per outcome (clean error, solved,
+that loads stops there instead of starting jobs), with ``--command serve`` the instance
+files as they are and as requests (``elasticopt-request/1``), each answered by one
+in-process ``AllocationService`` (an ``internal`` answer counts as a crash).  Printed: the count per outcome (clean error, solved,
 infeasible, disagree, crash, error without file or path) and, with
 ``--show N``, the first N messages of every class that is not clean.
 ``--details PATH`` writes one JSON line per file, to compare two versions
@@ -23,6 +26,7 @@ or path.
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import random
@@ -32,7 +36,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from elasticopt.testing.fuzz import OUTCOMES, classify, classify_cli, mutate_bytes, mutate_csv, run_cli, run_solve
+from elasticopt.testing.fuzz import (OUTCOMES, SolveRun, classify, classify_cli, mutate_bytes, mutate_csv, run_cli,
+                                     run_request, run_solve)
 
 BAD = ("crash", "error without file or path", "hang")
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +47,13 @@ NO_SOLVER = "unknown solver 'no-such-solver'"
 def _sources(command: str, pattern: str, tmp: str) -> dict[str, str]:
     if command == "solve":
         return {s: Path(s).read_text(encoding="utf-8") for s in sorted(glob.glob(pattern))}
+    if command == "serve":
+        out = {}
+        for s in sorted(glob.glob(pattern)):
+            text = Path(s).read_text(encoding="utf-8")
+            out[s] = text
+            out[f"{s} as a request"] = json.dumps(dict(json.loads(text), format="elasticopt-request/1"))
+        return out
     if command == "launch":
         return {"jobs.json": (ROOT / "elasticopt/launcher/examples/jobs_cpu.json").read_text()}
     out = {}
@@ -54,6 +66,9 @@ def _sources(command: str, pattern: str, tmp: str) -> dict[str, str]:
 
 def _run(command: str, src: str, path: str, solver: str, tmp: str):
     """(run, outcome) of one mutated file."""
+    if command == "serve":
+        outcome, message = run_request(_service(solver), Path(path).read_bytes())
+        return SolveRun(None, "", message, message if outcome in BAD else ""), outcome
     if command == "solve":
         run = run_solve(path, "--solver", solver, timeout_s=10.0)
         return run, classify(run, path)
@@ -66,9 +81,16 @@ def _run(command: str, src: str, path: str, solver: str, tmp: str):
     return run, classify_cli(run, path, (0, 2))
 
 
+@functools.cache
+def _service(solver: str):
+    from elasticopt.service import AllocationService
+
+    return AllocationService(default_solver=solver)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--command", choices=["solve", "simulate", "launch"], default="solve",
+    p.add_argument("--command", choices=["solve", "simulate", "launch", "serve"], default="solve",
                    help="the command whose input files are mutated (default solve)")
     p.add_argument("--files", type=int, default=500, help="mutated files to try (default 500)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

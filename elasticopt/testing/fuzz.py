@@ -36,10 +36,11 @@ import re
 import signal
 import threading
 from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["MUTATIONS", "mutate_text", "mutate_bytes", "mutate_csv", "run_solve", "run_cli", "SolveRun", "classify",
-           "classify_cli", "names_file_and_path", "OUTCOMES"]
+__all__ = ["MUTATIONS", "mutate_text", "mutate_bytes", "mutate_csv", "run_solve", "run_cli", "run_request", "SolveRun",
+           "classify", "classify_cli", "names_file_and_path", "OUTCOMES"]
 
 #: The outcome classes of :func:`classify`, in report order.
 OUTCOMES: tuple[str, ...] = (
@@ -353,17 +354,11 @@ class _Hang(BaseException):
     """Raised in the main thread when a run passes its wall clock limit (not an Exception: the CLI lets it by)."""
 
 
-def run_cli(argv: list[str], timeout_s: float | None = 10.0, clock: str = "cpu") -> SolveRun:
-    """``elasticopt *argv`` in this process, output captured, stopped after ``timeout_s`` seconds.
-
-    A run past ``timeout_s`` ends with ``code`` None and ``exception`` ``"hang: ..."``.  ``clock``
-    ``"cpu"`` (default) counts the process's CPU seconds (``ITIMER_PROF``), so a loaded machine does
-    not make a slow run look hung; ``"wall"`` counts wall seconds (``ITIMER_REAL``).  Main thread
-    only; elsewhere the run is not limited.
-    """
-    from elasticopt.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
+@contextlib.contextmanager
+def _limited(timeout_s: float | None, clock: str = "cpu") -> Iterator[None]:
+    """Raise :class:`_Hang` in the main thread after ``timeout_s`` seconds of ``clock`` (``"cpu"``: the process's
+    CPU seconds, ``ITIMER_PROF``, so a loaded machine does not make a slow run look hung; ``"wall"``:
+    ``ITIMER_REAL``); elsewhere, or with None, no limit."""
     timed = timeout_s is not None and threading.current_thread() is threading.main_thread()
 
     def _alarm(_sig: int, _frame: Any) -> None:
@@ -374,7 +369,25 @@ def run_cli(argv: list[str], timeout_s: float | None = 10.0, clock: str = "cpu")
     try:
         if timed:
             signal.setitimer(timer, float(timeout_s))  # type: ignore[arg-type]
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        yield
+    finally:
+        if timed:
+            signal.setitimer(timer, 0)
+            signal.signal(sig, old)
+
+
+def run_cli(argv: list[str], timeout_s: float | None = 10.0, clock: str = "cpu") -> SolveRun:
+    """``elasticopt *argv`` in this process, output captured, stopped after ``timeout_s`` seconds.
+
+    A run past ``timeout_s`` ends with ``code`` None and ``exception`` ``"hang: ..."``.  ``clock``
+    ``"cpu"`` (default) counts the process's CPU seconds, ``"wall"`` wall seconds (see :func:`_limited`).
+    Main thread only; elsewhere the run is not limited.
+    """
+    from elasticopt.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with _limited(timeout_s, clock), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code: int | None = main(list(argv))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
@@ -384,11 +397,29 @@ def run_cli(argv: list[str], timeout_s: float | None = 10.0, clock: str = "cpu")
         if isinstance(exc, KeyboardInterrupt):
             raise
         return SolveRun(None, out.getvalue(), err.getvalue(), f"{type(exc).__name__}: {str(exc)[:300]}")
-    finally:
-        if timed:
-            signal.setitimer(timer, 0)
-            signal.signal(sig, old)
     return SolveRun(code, out.getvalue(), err.getvalue())
+
+
+def run_request(service: Any, data: bytes, timeout_s: float | None = 10.0) -> tuple[str, str]:
+    """``(outcome, message)`` of one request's bytes answered by an in-process
+    :class:`~elasticopt.service.AllocationService` (one of :data:`OUTCOMES`): ``clean error`` (a structured
+    error at a JSON path), ``solved`` / ``infeasible`` (answered), ``crash`` (an ``internal`` answer, a bug's,
+    or an exception out of ``handle``, which never raises), ``error without file or path``, ``hang`` (past
+    ``timeout_s`` CPU seconds)."""
+    try:
+        with _limited(timeout_s):
+            resp = service.handle(data)
+    except _Hang as exc:
+        return "hang", f"hang: {exc}"
+    except Exception as exc:  # noqa: BLE001 - handle() must not raise
+        return "crash", f"{type(exc).__name__}: {str(exc)[:300]}"
+    if resp.get("ok"):
+        return ("infeasible" if resp.get("status") == "infeasible" else "solved"), ""
+    err = resp.get("error") or {}
+    message = f"{err.get('code')}: {err.get('message', '')}"[:400]
+    if err.get("code") == "internal":
+        return "crash", message
+    return ("clean error" if err.get("path") else "error without file or path"), message
 
 
 def run_solve(path: str, *extra: str, timeout_s: float | None = None) -> SolveRun:
