@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
+
+from elasticopt.errors import ValidationError
 
 from elasticopt.models.problem import Problem
 from elasticopt.models.reductions import compile_reduced, reduce_table
@@ -50,7 +53,17 @@ def solve(
     -------
     Solution
         ``stats["compile_s"]`` holds the compile + reduction seconds.
+
+    Raises
+    ------
+    ValidationError
+        For a ``problem`` that is neither (a file's path: load it with ``load_instance`` first) or a bad
+        ``time_limit_s``.
     """
+    if not isinstance(problem, (Problem, OptionTable)):
+        raise ValidationError("problem", "a Problem or a compiled OptionTable", problem,
+                              "read an instance file with elasticopt.models.load_instance(path) first"
+                              if isinstance(problem, (str, os.PathLike)) else None)
     backend = get_backend(solver)
     t0 = time.perf_counter()
     if isinstance(problem, OptionTable):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from elasticopt.errors import ValidationError
 from elasticopt.models.placement import place
 from elasticopt.models.problem import Job, Option, Problem
 from elasticopt.models.objectives import get_objective, jobs_values
@@ -144,6 +145,10 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
         objective does not match, a claimed INFEASIBLE is wrong, or a bound is
         below the objective.
     """
+    if not isinstance(problem, Problem):
+        raise ValidationError("problem", "the Problem that was solved", problem)
+    if not isinstance(solution, Solution):
+        raise ValidationError("solution", "a Solution (what elasticopt.solve returns)", solution)
     errors: list[str] = []
     notes: list[str] = []
     cluster = problem.cluster

@@ -59,3 +59,22 @@ def test_docs_links_point_to_files_that_exist():
             if re.match(r"[a-z]+://", target):
                 continue
             assert (md.parent / target).exists(), f"{md.relative_to(ROOT)} links to missing {target}"
+
+
+def test_solve_and_verify_name_an_argument_of_the_wrong_kind():
+    """``elasticopt.solve("instances/tiny.json")`` (a path, a plausible first try) was an AttributeError."""
+    import pytest
+
+    import elasticopt
+    from elasticopt.errors import ValidationError
+    from elasticopt.models import load_instance
+
+    with pytest.raises(ValidationError, match=r"problem: expected a Problem or a compiled OptionTable, found "
+                                              r"'instances/tiny.json' \(read an instance file with "
+                                              r"elasticopt.models.load_instance\(path\) first\)"):
+        elasticopt.solve("instances/tiny.json")
+    problem = load_instance(Path(__file__).resolve().parents[1] / "instances" / "tiny.json")
+    with pytest.raises(ValidationError, match="solution: expected a Solution"):
+        elasticopt.verify(problem, None)
+    with pytest.raises(ValidationError, match="problem: expected the Problem that was solved"):
+        elasticopt.verify(None, elasticopt.solve(problem))
