@@ -337,6 +337,10 @@ class AllocationService:
         except SolverOptionError as exc:
             path = f"solver.options.{exc.option}"
             raise ServiceError("invalid_request", str(exc), path, exc.expected, exc.found) from None
+        except ValidationError as exc:  # a rule the model checks as it compiles (values too large to be exact)
+            path = tr.request_path(exc.path)
+            raise ServiceError("invalid_request", f"{path}: expected {exc.expected}", path, exc.expected,
+                               exc.found) from None
         except ElasticoptError as exc:
             code = next((c for cls, c in _SOLVE_ERRORS if isinstance(exc, cls)), "solver_error")
             raise ServiceError(code, str(exc), "solver", "a usable solver and options", spec.name) from None

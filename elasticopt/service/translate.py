@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from elasticopt.errors import ValidationError
@@ -81,6 +82,8 @@ class Translation:
         Job id -> :class:`ValueJob` for the ``values`` objective.
     left_out
         Jobs left idle without being solved (no option they may use).
+    request_index
+        ``request_index[m]``: the index in the request of the model's job ``m`` (empty: the same).
     """
 
     problem: Problem
@@ -88,6 +91,11 @@ class Translation:
     current: dict[str, tuple[str, list[tuple[int, int]]]]
     value_jobs: dict[str, ValueJob] = field(default_factory=dict)
     left_out: tuple[str, ...] = ()
+    request_index: tuple[int, ...] = ()
+
+    def request_path(self, path: str) -> str:
+        """A model path (``jobs[m].values``) as the request's (``jobs[i].values``, ``i`` its index there)."""
+        return _request_path(path, self.request_index)
 
     def offset_total(self) -> float:
         """Sum of the value shifts (caller objective = model objective + this)."""
@@ -307,10 +315,16 @@ def translate(doc: dict[str, Any], screened: bool = False) -> Translation:
                 # first: a row's 1.0 GPUs passes the request schema, and max_local derived from it failed)
                 problem = problem_from_dict(inst, file="request")
     except ValidationError as exc:  # InstanceError too: the model's checks, paths of the model's jobs
-        path = re.sub(r"^jobs\[(\d+)\]", lambda m: f"jobs[{request_index[int(m.group(1))]}]", exc.path)
+        path = _request_path(exc.path, request_index)
         raise ServiceError("invalid_request", f"{path}: expected {exc.expected}", path, exc.expected,
                            exc.found) from None
-    return Translation(problem, pools, current, value_jobs, tuple(left_out))
+    return Translation(problem, pools, current, value_jobs, tuple(left_out), tuple(request_index))
+
+
+def _request_path(path: str, request_index: Sequence[int]) -> str:
+    if not request_index:
+        return path
+    return re.sub(r"^jobs\[(\d+)\]", lambda m: f"jobs[{request_index[int(m.group(1))]}]", path)
 
 
 #: Request fields that are the service's, not the model's: taken off an instance document before its loader.

@@ -85,3 +85,15 @@ def test_mutated_requests_are_answered_or_refused_at_a_path_never_internal(servi
         logging.disable(logging.NOTSET)
     assert outcome in ("clean error", "solved", "infeasible"), (source, raw[:300], outcome, message)
     check_response(service.handle(raw))
+
+
+def test_a_value_the_model_refuses_at_compile_time_is_an_invalid_request_at_the_requests_job(service):
+    """Values too large for the objective's exact integers are refused as the model compiles them: that was a
+    ``solver_error`` at ``solver``; it is the request's fault, at its job (the request's index, not the model's:
+    a job no option of which fits is left out of the model before it)."""
+    doc = {"format": "elasticopt-request/1", "cluster": {"gpus": 8, "gpus_per_node": 8}, "objective": "values",
+           "jobs": [{"id": "too-big", "options": [{"gpus": 64, "value": 1.0}]},
+                    {"id": "a", "options": [{"gpus": 1, "value": 1.0}, {"gpus": 2, "value": 1e300}]}]}
+    resp = check_response(service.handle(json.dumps(doc)))
+    assert not resp["ok"] and resp["error"]["code"] == "invalid_request", resp
+    assert resp["error"]["path"] == "jobs[1].values" and "exact integers" in resp["error"]["expected"], resp
