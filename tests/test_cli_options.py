@@ -171,6 +171,15 @@ def test_bench_shows_the_objective_value_before_the_integer(tmp_path, capsys):
      "--time-limit-s: expected a number of seconds > 0"),
     (["simulate", "--cluster", "sia-64", "--jobs", "5", "--load", "-1"], "load: expected a number > 0"),
     (["simulate", "--gpus", "8", "--jobs", "0", "--generate", "{tmp}/w.csv"], "jobs: expected an integer >= 1"),
+    # generation options beside a workload file were taken and ignored
+    (["simulate", "instances/tiny.json", "--gpus", "8", "--duration-scale", "2"],
+     "--duration-scale: expected no --duration-scale beside a workload file"),
+    (["simulate", "--trace", "philly", "--jobs", "50"], "the jobs of --trace philly are simulated as they are"),
+    (["simulate", "w.csv", "--gpus", "8", "--networks", "t4/resnet18"], "--networks: expected no --networks"),
+    # --family-option without the family it goes to was ignored
+    (["bench", "--instances", "instances/tiny.json", "--family-option", "options=3"],
+     "--family-option: expected --family F beside it"),
+    (["bench", "--suite", "reference", "--family-option", "options=3"], "suite 'reference' generates with its own options"),
 ])
 def test_bad_numbers_on_the_command_line_exit_2_naming_the_argument(tmp_path, capsys, argv, words):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]

@@ -121,6 +121,17 @@ def test_unusable_values_fail_before_any_cell_runs(tmp_path, grid, key):
     assert not list((tmp_path / "out" / "cells").glob("*.json"))
 
 
+def test_list_checks_the_cells_as_the_run_does(tmp_path, capsys):
+    """``sweep --list`` listed a spec whose policy does not exist as if it could run."""
+    bad = _spec(tmp_path, '[grid]\njobs = 5\npolicy = ["elastic", "no-such-policy"]\n')
+    assert main(["sweep", str(bad), "--out", str(tmp_path / "o"), "--list"]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: policy: expected a registered policy" in err and "no-such-policy" in err
+    good = _spec(tmp_path, '[grid]\njobs = 5\npolicy = ["elastic", "static"]\n')
+    assert main(["sweep", str(good), "--out", str(tmp_path / "o"), "--list"]) == 0
+    assert "2 cells, 0 done, 2 to run" in capsys.readouterr().out
+
+
 def test_admission_control_reaches_the_simulation(tmp_path):
     """admission_deadline_s / queue_limit: the cell runs what `simulate` runs with them (its drops included)."""
     from elasticopt.scheduling import SimulationConfig, simulate

@@ -148,6 +148,12 @@ def _family_options(items: list[str] | None) -> dict[str, Any]:
 
 def _specs(args: argparse.Namespace) -> list:
     specs = []
+    if args.family_option and (args.suite or not args.family):
+        raise ValidationError("--family-option", "--family F beside it (the options go to that generator)",
+                              " ".join(args.family_option),
+                              f"suite {args.suite!r} generates with its own options; drop --family-option"
+                              if args.suite else "instance files are solved as they are; drop --family-option, "
+                              "or add --family F --jobs N --gpus G")
     if args.suite:
         specs = get_suite(args.suite).instances(families=args.family, jobs=args.jobs, gpus=args.gpus, seeds=args.seeds)
         return _part(args, specs + (file_instances(args.instances) if args.instances else []))

@@ -38,6 +38,13 @@ from elasticopt.errors import InstanceError, ValidationError
 
 __all__ = ["register", "run"]
 
+#: The workload-generation options and their defaults: used only where jobs are generated (``--generate OUT``, or
+#: ``--cluster SPEC`` without a WORKLOAD); given beside a workload file or ``--trace``, they are refused
+#: (:func:`_check_unused_generation`), not silently ignored.
+GENERATION_DEFAULTS: dict[str, object] = {
+    "jobs": 200, "load": 1.0, "networks": None, "duration_max_s": 48 * 3600.0, "duration_scale": 1.0,
+}
+
 
 def register(subparsers) -> None:
     """Add the ``simulate`` subcommand."""
@@ -92,9 +99,11 @@ def register(subparsers) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     g = p.add_argument_group("workload generation (--generate)")
     g.add_argument("--generate", type=Path, metavar="OUT", help="write a generated workload (.csv/.json) and exit")
-    g.add_argument("--jobs", type=int, default=200, help="number of jobs (default 200)")
-    g.add_argument("--load", type=float, default=1.0, help="offered load: submitted GPU-demand / GPUs (default 1)")
-    g.add_argument("--networks", default=None, help="comma-separated profile names (default: the t4/* set)")
+    d = GENERATION_DEFAULTS
+    g.add_argument("--jobs", type=int, default=d["jobs"], help="number of jobs (default 200)")
+    g.add_argument("--load", type=float, default=d["load"],
+                   help="offered load: submitted GPU-demand / GPUs (default 1)")
+    g.add_argument("--networks", default=d["networks"], help="comma-separated profile names (default: the t4/* set)")
     p.add_argument("--trace", default=None, metavar="philly|CSV",
                    help="replay a whole Philly-format trace (the name philly: $ELASTICOPT_DATA/traces/philly.csv); "
                         "with --generate: the trace CSV to sample sizes and durations from (default: committed fit)")
@@ -102,8 +111,8 @@ def register(subparsers) -> None:
                    help="save each run's state here every --checkpoint-every-s s and its result at its end; "
                         "the same command after a crash resumes where it stopped")
     p.add_argument("--checkpoint-every-s", type=float, default=60.0, help="wall seconds between checkpoints (60)")
-    g.add_argument("--duration-max-s", type=float, default=48 * 3600.0, help="clip durations (default 48 h)")
-    g.add_argument("--duration-scale", type=float, default=1.0, help="multiply every duration")
+    g.add_argument("--duration-max-s", type=float, default=d["duration_max_s"], help="clip durations (default 48 h)")
+    g.add_argument("--duration-scale", type=float, default=d["duration_scale"], help="multiply every duration")
     p.set_defaults(func=run)
 
 
@@ -273,10 +282,25 @@ def results_table(runs) -> str:
     return buf.getvalue()
 
 
+def _check_unused_generation(args) -> None:
+    """Refuse a workload-generation option given beside a workload file or ``--trace`` (it would change nothing)."""
+    for name, default in GENERATION_DEFAULTS.items():
+        value = getattr(args, name)
+        if value != default:
+            flag = "--" + name.replace("_", "-")
+            source = f"the workload file {args.workload}" if args.trace is None else f"--trace {args.trace}"
+            raise ValidationError(flag, f"no {flag} beside a workload file or --trace (it applies only where jobs "
+                                  f"are generated: --generate OUT, or --cluster SPEC without a WORKLOAD)", value,
+                                  hint=f"the jobs of {source} are simulated as they are; drop {flag}, or "
+                                       "write a new workload with --generate")
+
+
 def run(args) -> int:
     """Run the subcommand."""
     if args.generate is not None:
         return _generate(args)
+    if args.workload is not None or args.trace is not None:
+        _check_unused_generation(args)
     if args.workload is not None and args.trace is not None:
         raise ValidationError("simulate", "a WORKLOAD file or --trace, not both", (args.workload, args.trace))
     if args.workload is None and args.trace is not None:

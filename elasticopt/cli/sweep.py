@@ -51,11 +51,12 @@ def run(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from elasticopt.sweep import load_spec, pending_cells, run_sweep, write_report
+    from elasticopt.sweep import check_cells, load_spec, pending_cells, run_sweep, write_report
 
     spec = load_spec(args.spec)
     out = args.out or Path("results") / spec.name
     if args.list:
+        check_cells(spec)  # a cell that could not run is an error here too, as it is when the sweep runs
         todo = {c.key for c in pending_cells(spec, out)}
         shown = [a for a in spec.axes] or ["policy"]
         for c in spec.cells:

@@ -11,8 +11,8 @@ See docs/sweeps.md; the command line is ``elasticopt sweep SPEC``.
 
 from elasticopt.sweep.cells import TIMING_COLUMNS, run_cell
 from elasticopt.sweep.report import compare, summarise, t_interval, write_report
-from elasticopt.sweep.runner import SweepRun, pending_cells, run_sweep
+from elasticopt.sweep.runner import SweepRun, check_cells, pending_cells, run_sweep
 from elasticopt.sweep.spec import Cell, SweepSpec, load_spec, parse_spec
 
 __all__ = ["Cell", "SweepSpec", "load_spec", "parse_spec", "run_cell", "TIMING_COLUMNS", "SweepRun", "run_sweep",
-           "pending_cells", "write_report", "summarise", "compare", "t_interval"]
+           "pending_cells", "check_cells", "write_report", "summarise", "compare", "t_interval"]
