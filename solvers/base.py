@@ -42,19 +42,25 @@ from elasticopt.solvers.solution import Reason, Solution, Status
 NO_LIMIT_ABOVE_S = 1e9
 
 
-def checked_time_limit(time_limit_s: object, path: str = "time_limit_s") -> float | None:
+#: How a command-line ``--time-limit-s`` words the rule (``solve``, ``serve``: leaving the flag out is no limit).
+CLI_TIME_LIMIT = {"expected": "a number of seconds > 0", "hint": "leave --time-limit-s out (or give inf) for no limit"}
+
+
+def checked_time_limit(time_limit_s: object, path: str = "time_limit_s", *,
+                       expected: str = "a number of seconds > 0, or None for no limit",
+                       hint: str = "leave it out (or give inf) for no limit") -> float | None:
     """A time limit as the backends take it: seconds > 0, or None for none.
 
     ``None``, ``inf`` and limits over :data:`NO_LIMIT_ABOVE_S` (about 32 years) are no limit; anything that is
-    not a number > 0 (a string, a bool, 0, a negative number, NaN) raises :class:`ValidationError` at ``path``.
-    The one rule for every caller: :meth:`Backend.solve`, the benchmark runner, the service.
+    not a number > 0 (a string, a bool, 0, a negative number, NaN) raises :class:`ValidationError` at ``path``,
+    with ``expected`` and ``hint`` (a command-line caller words them for its flag).
+    The one rule for every caller: :meth:`Backend.solve`, the benchmark runner, the service, the CLI.
     """
     if time_limit_s is None:
         return None
     if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, (int, float, np.integer, np.floating)) \
             or not time_limit_s > 0:
-        raise ValidationError(path, "a number of seconds > 0, or None for no limit", time_limit_s,
-                              "leave it out (or give inf) for no limit")
+        raise ValidationError(path, expected, time_limit_s, hint)
     return None if time_limit_s > NO_LIMIT_ABOVE_S else float(time_limit_s)
 
 __all__ = ["Backend", "Outcome", "Capabilities"]

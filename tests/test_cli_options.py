@@ -171,6 +171,10 @@ def test_bench_shows_the_objective_value_before_the_integer(tmp_path, capsys):
      "--time-limit-s: expected a number of seconds > 0"),
     (["simulate", "--cluster", "sia-64", "--jobs", "5", "--load", "-1"], "load: expected a number > 0"),
     (["simulate", "--gpus", "8", "--jobs", "0", "--generate", "{tmp}/w.csv"], "jobs: expected an integer >= 1"),
+    # named time_limit_s / default_time_limit_s (the API's words), after the file was loaded and compiled
+    (["solve", "instances/tiny.json", "--time-limit-s", "nan"],
+     "--time-limit-s: expected a number of seconds > 0, found nan (leave --time-limit-s out"),
+    (["serve", "--stdio", "--time-limit-s", "-3"], "--time-limit-s: expected a number of seconds > 0, found -3.0"),
     # generation options beside a workload file were taken and ignored
     (["simulate", "instances/tiny.json", "--gpus", "8", "--duration-scale", "2"],
      "--duration-scale: expected no --duration-scale beside a workload file"),

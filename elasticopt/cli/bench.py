@@ -301,7 +301,8 @@ def run(args: argparse.Namespace) -> int:
     if args.repeats is None:
         args.repeats = suite.repeats if suite else 3
     limit_arg = args.time_limit_s if args.time_limit_s is not None else (suite.time_limit_s if suite else 60.0)
-    limit = None if limit_arg == 0 else checked_time_limit(limit_arg, "--time-limit-s")  # 0: none (documented)
+    limit = None if limit_arg == 0 else checked_time_limit(  # 0: none (documented)
+        limit_arg, "--time-limit-s", expected="a number of seconds > 0, or 0 for no limit", hint="0 (or inf) for none")
     shift = args.shift_s if args.shift_s is not None else (suite.shift_s if suite else DEFAULT_SHIFT_S)
     if not shift > 0:
         raise ValidationError("--shift-s", "a number of seconds > 0", args.shift_s)

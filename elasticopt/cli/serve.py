@@ -77,7 +77,10 @@ def run(args: argparse.Namespace) -> int:
 
     cache = args.kernel_cache
     use_kernel_cache(default_kernel_cache() if cache is None else (None if cache.strip().lower() == "none" else cache))
-    service = AllocationService(default_solver=args.solver, default_time_limit_s=args.time_limit_s,
+    from elasticopt.solvers.base import CLI_TIME_LIMIT, checked_time_limit
+
+    limit = checked_time_limit(args.time_limit_s, "--time-limit-s", **CLI_TIME_LIMIT)
+    service = AllocationService(default_solver=args.solver, default_time_limit_s=limit,
                                 placement_fallback=fallback, record=args.record)
     if not args.no_warm_up:
         service.warm_up()  # ends with settle_heap()

@@ -25,6 +25,7 @@ from elasticopt.models import OptionTable, Problem, compile_problem, load_instan
 from elasticopt.models.instance import needs_format_2
 from elasticopt.solvers import Solution, Status, exact_solvers, get_backend, verify
 from elasticopt.solvers.api import solve
+from elasticopt.solvers.base import CLI_TIME_LIMIT, checked_time_limit
 from elasticopt.solvers.options import parse_solver_arg
 
 __all__ = ["register", "run", "solve_all", "agreement", "load_problem_file"]
@@ -268,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
     name, options = ("all", {}) if args.solver == "all" else parse_solver_arg(args.solver)
     if name != "all":
         get_backend(name).check_options(options)  # a bad name or option fails before any work
+    args.time_limit_s = checked_time_limit(args.time_limit_s, "--time-limit-s", **CLI_TIME_LIMIT)  # so does a bad limit
     t_load = time.perf_counter()
     problem = load_problem_file(args.file)
     load_s = time.perf_counter() - t_load
