@@ -35,7 +35,7 @@ from elasticopt.models.instance_format2 import (
     problem_to_dict_2,
 )
 from elasticopt.models import rules
-from elasticopt.models.instance_jobs import job_error, job_limits
+from elasticopt.models.instance_jobs import job_error, job_fields, job_limits, number
 from elasticopt.models.fastload import fast_parse, fast_valid, plain_json
 from elasticopt.models.jsontext import check_values, decode, describe, loads, read_bytes
 from elasticopt.models.problem import Cluster, Job, Problem, Running
@@ -296,10 +296,6 @@ def load_instance(path: str | os.PathLike[str]) -> Problem:
     return problem_from_dict(data, file=name, _screened=screened)
 
 
-def _num(x: float) -> float | int:
-    return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)
-
-
 def problem_to_dict(problem: Problem) -> dict[str, Any]:
     """The instance JSON document of ``problem`` (inverse of :func:`problem_from_dict`).
 
@@ -314,21 +310,7 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
             d["throughput"] = [[k, b, t] for (k, b), t in job.throughput.points.items()]
         else:
             d["profile"] = job.throughput.name
-        d["batch"] = {"min": job.batch_min, "max": job.batch_max, "max_local": job.max_local}
-        g: dict[str, int] = {"min": job.gpus_min}
-        if job.gpus_max is not None:
-            g["max"] = job.gpus_max
-        d["gpus"] = g
-        if job.running is not None:
-            d["running"] = {"gpus": job.running.gpus, "batch": job.running.batch}
-            if job.running.restart_cost_s:
-                d["running"]["restart_cost_s"] = _num(job.running.restart_cost_s)
-        if job.remaining_samples is not None:
-            d["remaining_samples"] = _num(job.remaining_samples)
-        if job.progress != "samples":
-            d["progress"] = job.progress
-        if job.weight != 1.0:
-            d["weight"] = _num(job.weight)
+        job_fields(job, d, placement=False)
         jobs.append(d)
     out: dict[str, Any] = {
         "format": FORMAT,
@@ -337,7 +319,7 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
         "allow_preemption": problem.allow_preemption,
     }
     if problem.rescale_penalty:
-        out["rescale_penalty"] = _num(problem.rescale_penalty)
+        out["rescale_penalty"] = number(problem.rescale_penalty)
     if problem.priority is not None:
         out["priority"] = list(problem.priority)
     out["jobs"] = jobs

@@ -26,7 +26,7 @@ from typing import Any
 from elasticopt.errors import InstanceError, ValidationError
 from elasticopt.models import rules
 from elasticopt.models.cluster import pool_from_dict, pool_to_dict
-from elasticopt.models.instance_jobs import job_error, job_limits
+from elasticopt.models.instance_jobs import job_error, job_fields, job_limits, number
 from elasticopt.models.jsontext import describe
 from elasticopt.models.objectives import get_objective, objective_names
 from elasticopt.models.problem import DEFAULT_TYPE, Cluster, Job, Pool, Problem, Running
@@ -237,10 +237,6 @@ def needs_format_2(problem: Problem) -> bool:
     return False
 
 
-def _num(x: float) -> float | int:
-    return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)
-
-
 def problem_to_dict_2(problem: Problem) -> dict[str, Any]:
     """The format-2 document of ``problem``."""
     from collections.abc import Mapping
@@ -267,27 +263,8 @@ def problem_to_dict_2(problem: Problem) -> dict[str, Any]:
         if job.types is not None:
             d["types"] = list(job.types)
         if job.values is not None:
-            d["values"] = [list(k[:3]) + [_num(v)] + list(k[3:]) for k, v in job.values.items()]
-        d["batch"] = {"min": job.batch_min, "max": job.batch_max, "max_local": job.max_local}
-        g: dict[str, int] = {"min": job.gpus_min}
-        if job.gpus_max is not None:
-            g["max"] = job.gpus_max
-        d["gpus"] = g
-        if job.running is not None:
-            r: dict[str, Any] = {"gpus": job.running.gpus, "batch": job.running.batch}
-            if job.running.gpu_type is not None:
-                r["type"] = job.running.gpu_type
-            if job.running.nodes is not None:
-                r["nodes"] = list(job.running.nodes)
-            if job.running.restart_cost_s:
-                r["restart_cost_s"] = _num(job.running.restart_cost_s)
-            d["running"] = r
-        if job.remaining_samples is not None:
-            d["remaining_samples"] = _num(job.remaining_samples)
-        if job.progress != "samples":
-            d["progress"] = job.progress
-        if job.weight != 1.0:
-            d["weight"] = _num(job.weight)
+            d["values"] = [list(k[:3]) + [number(v)] + list(k[3:]) for k, v in job.values.items()]
+        job_fields(job, d, placement=True)
         jobs.append(d)
     out: dict[str, Any] = {
         "format": FORMAT_2,
@@ -298,7 +275,7 @@ def problem_to_dict_2(problem: Problem) -> dict[str, Any]:
     if problem.node_aware:
         out["node_aware"] = True
     if problem.rescale_penalty:
-        out["rescale_penalty"] = _num(problem.rescale_penalty)
+        out["rescale_penalty"] = number(problem.rescale_penalty)
     if problem.priority is not None:
         out["priority"] = list(problem.priority)
     out["jobs"] = jobs

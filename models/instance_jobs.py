@@ -5,6 +5,8 @@ One rule each, for ``elasticopt-instance/1`` (:mod:`elasticopt.models.instance`)
 
 - :func:`job_limits`: the batch and GPU limits, the throughput's defaults where the document gives none,
   with the checks a schema cannot make (``batch.max >= batch.min``, ``gpus.max >= gpus.min``);
+- :func:`job_fields`: the fields both write the same way (batch, GPUs, running, remaining samples, progress,
+  weight), and :func:`number`, how each writes a number;
 - :func:`job_error`: a model's :class:`~elasticopt.errors.ValidationError` raised while a job is built,
   worded as an :class:`~elasticopt.errors.InstanceError` at the job's JSON path in the file, with the value the
   file has there.
@@ -93,3 +95,36 @@ def job_limits(doc: dict[str, Any], where: str, file: str,
     if gmax is not None and gmax < gmin:
         raise InstanceError(file, f"{where}.gpus.max", f"an integer >= gpus.min ({gmin})", gmax)
     return bmin, bmax, mloc, gmin, gmax
+
+
+def number(x: float) -> float | int:
+    """A number as both formats write it: an integer where it is one (within 2**53), else a float."""
+    return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)
+
+
+def job_fields(job: Any, d: dict[str, Any], *, placement: bool) -> dict[str, Any]:
+    """Add to a job's document ``d`` what both formats write the same way, in this order: ``batch``, ``gpus``,
+    ``running`` (with its ``type`` and ``nodes`` where ``placement``: format 2), ``remaining_samples``,
+    ``progress`` and ``weight`` (the last three only where not the default); returns ``d``."""
+    d["batch"] = {"min": job.batch_min, "max": job.batch_max, "max_local": job.max_local}
+    g: dict[str, int] = {"min": job.gpus_min}
+    if job.gpus_max is not None:
+        g["max"] = job.gpus_max
+    d["gpus"] = g
+    run = job.running
+    if run is not None:
+        r: dict[str, Any] = {"gpus": run.gpus, "batch": run.batch}
+        if placement and run.gpu_type is not None:
+            r["type"] = run.gpu_type
+        if placement and run.nodes is not None:
+            r["nodes"] = list(run.nodes)
+        if run.restart_cost_s:
+            r["restart_cost_s"] = number(run.restart_cost_s)
+        d["running"] = r
+    if job.remaining_samples is not None:
+        d["remaining_samples"] = number(job.remaining_samples)
+    if job.progress != "samples":
+        d["progress"] = job.progress
+    if job.weight != 1.0:
+        d["weight"] = number(job.weight)
+    return d
