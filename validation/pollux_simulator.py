@@ -17,7 +17,7 @@ elasticopt,pollux`` reruns Pollux's own policy too (the artifact's README: up to
 ``--draws K`` runs each host policy K times per workload, a row per draw and their mean (the rerun's row in
 the last table, and the ratio's base where nothing is published).  ``--perturb-arrivals 30 --seeds 1,2,3``
 runs each workload as copies whose arrivals are moved by a seeded uniform draw in +-30 s
-(``host_runs.perturb_arrivals``), every policy on the same copy: a paired comparison with the rerun (a moved
+(``host_workloads.perturb_arrivals``), every policy on the same copy: a paired comparison with the rerun (a moved
 copy has no published result), which tells a lead of a few tenths of a percent from the chaos of one run.  ``--parallel N`` runs N simulations at once (each a process busy on one core: with a core per run, the
 whole comparison takes as long as its longest run).  The last table puts the drop-in's mean JCT beside the
 published and rerun Pollux's on every workload, with how many it is at or below.
@@ -49,6 +49,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import host_runs as hr  # noqa: E402  (validation/host_runs.py)
+import host_workloads as hw  # noqa: E402  (validation/host_workloads.py)
 
 from elasticopt._io import atomic_write_text  # noqa: E402
 from elasticopt.errors import ElasticoptError  # noqa: E402
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draws", type=int, default=1,
                     help="runs of each host policy per workload (Pollux's genetic search is random): a row per "
                          "draw and their mean, the rerun's row in the last table (default 1)")
-    hr.add_perturb_arguments(ap)
+    hw.add_perturb_arguments(ap)
     a = ap.parse_args(argv)
     simulator, out = a.simulator.resolve(), a.out.resolve()
     try:
@@ -188,11 +189,11 @@ def main(argv: list[str] | None = None) -> int:
         sources = published_sources(simulator, a.published.resolve() if a.published else None)
         serve = [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
         plan, tasks = [], []
-        seeds = hr.perturb_seeds(a)
+        seeds = hw.perturb_seeds(a)
         for w, seed in ((w, seed) for w in workloads for seed in seeds):
             tag = w.stem + (f"-first{a.jobs}" if a.jobs > 0 else "")
-            wl = hr.head_workload(w, out / "workloads" / f"{tag}.csv", a.jobs)
-            wl, tag = hr.moved_copy(wl, out, tag, a.perturb_arrivals, seed)
+            wl = hw.head_workload(w, out / "workloads" / f"{tag}.csv", a.jobs)
+            wl, tag = hw.moved_copy(wl, out, tag, a.perturb_arrivals, seed)
             logs = {name: [hr.draw_log(out / name / f"{tag}.log", d)
                            for d in range(1, (1 if name == "elasticopt" else a.draws) + 1)] for name in names}
             plan.append((w, tag, logs, seed))

@@ -21,7 +21,7 @@ policy's on every workload, with how many it is at or below.
 
 Both policies are deterministic here, yet one run says little about a lead of 1-2 %: which round a job arrives
 in moves a few long jobs, and with them the mean.  ``--perturb-arrivals 30 --seeds 1,2,3,4`` runs every
-workload as copies whose arrivals are moved by a seeded uniform draw in +-30 s (``host_runs.perturb_arrivals``;
+workload as copies whose arrivals are moved by a seeded uniform draw in +-30 s (``host_workloads.perturb_arrivals``;
 both policies see the same copy, written under ``--out``/workloads), one table per copy and the summary over
 them: a paired comparison.
 
@@ -47,6 +47,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import host_runs as hr  # noqa: E402  (validation/host_runs.py)
+import host_workloads as hw  # noqa: E402  (validation/host_workloads.py)
 
 from elasticopt._io import atomic_write_text  # noqa: E402
 from elasticopt.errors import ElasticoptError  # noqa: E402
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"'{{\"p_fairness\": -1}}' (default none)")
     ap.add_argument("--parallel", type=int, default=1,
                     help="simulations run at once, each a host process (and a service for the drop-in; default 1)")
-    hr.add_perturb_arguments(ap)
+    hw.add_perturb_arguments(ap)
     ap.add_argument("--record", action="store_true",
                     help="keep the drop-in's requests of each run (<log>.requests.jsonl, elasticopt serve --record): "
                          "'elasticopt serve --stdio < FILE' answers them again")
@@ -142,13 +143,13 @@ def main(argv: list[str] | None = None) -> int:
         if bad or not names:
             raise ElasticoptError(f"--policies {a.policies!r}: unknown {bad}; expected some of {sorted(POLICIES)}")
         workloads = check_inputs(simulator, a.python, a.workloads or ["saturn/workload-1.csv"])
-        seeds = hr.perturb_seeds(a)
+        seeds = hw.perturb_seeds(a)
         serve = [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
         plan, tasks = [], []
         for w, seed in ((w, seed) for w in workloads for seed in seeds):
             tag = f"{w.parent.name}-{w.stem}" + (f"-first{a.jobs}" if a.jobs > 0 else "")
-            wl = hr.head_workload(w, out / "workloads" / f"{tag}.csv", a.jobs)
-            wl, tag = hr.moved_copy(wl, out, tag, a.perturb_arrivals, seed)
+            wl = hw.head_workload(w, out / "workloads" / f"{tag}.csv", a.jobs)
+            wl, tag = hw.moved_copy(wl, out, tag, a.perturb_arrivals, seed)
             plan.append((w, tag))
             for name in names:
                 log = out / name / f"{tag}.log"

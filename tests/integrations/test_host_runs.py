@@ -1,4 +1,4 @@
-"""validation/host_runs.py: running many host simulations at once, and the summary over workloads (hand-checked)."""
+"""validation/host_runs.py and host_workloads.py: running many host simulations at once, and the summary over workloads (hand-checked)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "validation"))
 
 import host_runs as hr  # noqa: E402
+import host_workloads as hw  # noqa: E402
 
 from elasticopt.errors import ElasticoptError  # noqa: E402
 
@@ -88,7 +89,7 @@ def test_perturb_arrivals_moves_each_arrival_within_its_bound_and_keeps_the_rest
     seed the same file, another seed another; a time that is not a number is a clear error."""
     src = tmp_path / "w.csv"
     src.write_text("name,time,application\na-0,0,cifar10\nb-1,5,bert\nc-2,100,yolov3\nd-3,100,ncf\n")
-    one = hr.perturb_arrivals(src, tmp_path / "one.csv", 20.0, seed=7)
+    one = hw.perturb_arrivals(src, tmp_path / "one.csv", 20.0, seed=7)
     lines = one.read_text().splitlines()
     assert lines[0] == "name,time,application" and len(lines) == 5
     rows = [line.split(",") for line in lines[1:]]
@@ -97,17 +98,17 @@ def test_perturb_arrivals_moves_each_arrival_within_its_bound_and_keeps_the_rest
     assert {(n, a) for n, _, a in rows} == {("a-0", "cifar10"), ("b-1", "bert"), ("c-2", "yolov3"), ("d-3", "ncf")}
     for name, was in (("a-0", 0), ("b-1", 5), ("c-2", 100), ("d-3", 100)):
         assert abs(times[name] - was) <= 20.5  # rounded to the second
-    assert hr.perturb_arrivals(src, tmp_path / "again.csv", 20.0, seed=7).read_text() == one.read_text()
-    assert hr.perturb_arrivals(src, tmp_path / "other.csv", 20.0, seed=8).read_text() != one.read_text()
+    assert hw.perturb_arrivals(src, tmp_path / "again.csv", 20.0, seed=7).read_text() == one.read_text()
+    assert hw.perturb_arrivals(src, tmp_path / "other.csv", 20.0, seed=8).read_text() != one.read_text()
     dec = tmp_path / "d.csv"
     dec.write_text("name,time\nx,90.0\n")
-    assert hr.perturb_arrivals(dec, tmp_path / "d2.csv", 1.0, seed=1).read_text().splitlines()[1].count(".") == 1
+    assert hw.perturb_arrivals(dec, tmp_path / "d2.csv", 1.0, seed=1).read_text().splitlines()[1].count(".") == 1
     bad = tmp_path / "bad.csv"
     bad.write_text("name,time\nx,soon\n")
     with pytest.raises(ElasticoptError, match=r"row 2, column 'time': expected a number of seconds, found 'soon'"):
-        hr.perturb_arrivals(bad, tmp_path / "b2.csv", 1.0, seed=1)
+        hw.perturb_arrivals(bad, tmp_path / "b2.csv", 1.0, seed=1)
     with pytest.raises(ElasticoptError, match="no 'arrival' column to perturb"):
-        hr.perturb_arrivals(bad, tmp_path / "b3.csv", 1.0, seed=1, column="arrival")
+        hw.perturb_arrivals(bad, tmp_path / "b3.csv", 1.0, seed=1, column="arrival")
 
 
 def _alive(pid: int) -> bool:
