@@ -13,7 +13,7 @@ max ms), next to the artifact's published results (``results-jobload/{pollux,opt
 summary.json``, found in the checkout; ``--published`` names another folder).  ``--policies
 elasticopt,pollux`` reruns Pollux's own policy too (the artifact's README: up to 30 min a workload);
 ``--workloads 'workload-6.csv'`` picks workloads; ``--jobs N`` cuts each workload to its first N jobs
-(then the published rows are of the whole workload: not comparable).  Pollux's genetic search is random:
+(then the published rows, of the whole workload, are left out: not comparable).  Pollux's genetic search is random:
 ``--draws K`` runs each host policy K times per workload, a row per draw and their mean (the rerun's row in
 the last table, and the ratio's base where nothing is published).  ``--perturb-arrivals 30 --seeds 1,2,3``
 runs each workload as copies whose arrivals are moved by a seeded uniform draw in +-30 s
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                     rows += [(f"{name} draw {d}", s) for d, s in enumerate(draws, 1)]
                 rows.append((row_name(name, len(draws)),
                              draws[0] if len(draws) == 1 else hr.mean_of_draws(draws, draw_calls)))
-            for label, folder in sources if seed is None else ():  # a moved copy was never published
+            for label, folder in sources if seed is None and a.jobs <= 0 else ():  # a cut or moved copy never was
                 pub = load_results(folder, w.stem)
                 if pub is not None:
                     rows.append((label, hr.summarize(pub)))

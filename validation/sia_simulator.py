@@ -97,13 +97,14 @@ def run_policy(simulator: Path, python: str, name: str, workload: Path, log: Pat
         calls=log.with_suffix(".calls.json"), options=options or {}, service=log.with_suffix(".service.json")))
 
 
-def published_row(path: Path, workload: str, tag: str) -> dict[str, float] | None:
+def published_row(path: Path, workload: str, tag: str, whole: bool = True) -> dict[str, float] | None:
     """The artifact's outputs of one workload in ``path`` (``<workload>.log`` as the artifact's directory mode
-    names it, or this script's ``<tag>.log``, or summary.json), or None."""
-    for log in (path / f"{workload}.log", path / f"{tag}.log"):
+    names it, or this script's ``<tag>.log``, or summary.json), or None.  Of a cut or moved copy (not ``whole``)
+    only ``<tag>.log`` counts: the others are of the whole workload as published, not comparable."""
+    for log in (path / f"{workload}.log", path / f"{tag}.log") if whole else (path / f"{tag}.log",):
         if log.is_file():
             return hr.summarize(hr.read_log(log))
-    if (path / "summary.json").is_file():
+    if whole and (path / "summary.json").is_file():
         try:
             return hr.summarize(hr.read_summary(path / "summary.json", workload))
         except ElasticoptError:
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             tag = f"{w.parent.name}-{w.stem}" + (f"-first{a.jobs}" if a.jobs > 0 else "")
             wl = hw.head_workload(w, out / "workloads" / f"{tag}.csv", a.jobs)
             wl, tag = hw.moved_copy(wl, out, tag, a.perturb_arrivals, seed)
-            plan.append((w, tag))
+            plan.append((w, tag, a.jobs <= 0 and seed is None))
             for name in names:
                 log = out / name / f"{tag}.log"
                 if not (a.reuse and log.is_file()):
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                                                               a.sim_args, options, a.record)))
         hr.run_all(tasks, a.parallel, "sia_simulator")
         text, calls, slow, per_workload = "", {n: [] for n in names}, {n: [] for n in names}, []
-        for w, tag in plan:
+        for w, tag, whole in plan:
             rows = []
             for name in names:
                 log = out / name / f"{tag}.log"
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append((name, hr.summarize(hr.Results(res.jct_s, res.restarts, res.submitted,
                                                            res.makespan_s, xs))))
             if a.published is not None:
-                pub = published_row(a.published, w.stem, tag)
+                pub = published_row(a.published, w.stem, tag, whole)
                 if pub is not None:
                     rows.append(("published", pub))
             text += hr.table(tag, rows, reference="sia" if "sia" in names else None) + "\n"

@@ -66,6 +66,12 @@ def test_a_relative_checkout_to_a_table_without_extra_options(tmp_path, monkeypa
         assert float(ours[-1]) == pytest.approx(s["mean_jct_s"] / float(pub[2]), abs=2e-3)
     assert "Policy calls over all workloads: elasticopt:" in out
     assert (tmp_path / "default-out" / "table.md").read_text() == out
+    # the first 3 jobs are not the published workload: no published rows, no ratio to them (was 0.63 on the host)
+    rc = ps.main(["--simulator", "simulator", "--python", sys.executable, "--workloads", "workload-2.csv",
+                  "--jobs", "3", "--out", str(tmp_path / "cut")])
+    out = capsys.readouterr().out
+    assert rc == 0 and set(_rows(out, "workload-2-first3")) == {"elasticopt"}, out
+    assert "published" not in out, out
 
 
 def test_published_from_a_directory_mode_run_and_a_host_policy_rerun(tmp_path, capsys):

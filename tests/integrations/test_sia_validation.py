@@ -94,6 +94,15 @@ def test_all_jobs_of_several_workloads_and_published_logs(tmp_path, capsys):
     assert rc == 0
     rows = _rows(out, "saturn-workload-2")
     assert rows["sia"][1] == "12/12" and rows["published"][2:7] == rows["sia"][2:7]
+    # the first 4 jobs are not the published workload: its log (as the artifact's directory mode names it) is
+    # left out, not compared
+    pub = tmp_path / "o" / "sia"
+    (pub / "workload-2.log").write_bytes((pub / "saturn-workload-2.log").read_bytes())
+    rc = ss.main(["--simulator", str(sim), "--python", sys.executable, "--workloads", "saturn/workload-2.csv",
+                  "--jobs", "4", "--policies", "sia", "--published", str(tmp_path / "o" / "sia"),
+                  "--out", str(tmp_path / "cut")])
+    out = capsys.readouterr().out
+    assert rc == 0 and set(_rows(out, "saturn-workload-2-first4")) == {"sia"}, out
 
 
 def test_bad_inputs_are_clear_errors(tmp_path, capsys):
