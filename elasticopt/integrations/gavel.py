@@ -58,7 +58,12 @@ What it cannot express
   its round-based mechanism realises over time);
 - space-sharing pairs (job id pairs with a list of two throughputs) get 0;
 - Gavel's placement inside a worker type (each type is one pool of GPUs here;
-  Gavel places a job's workers itself).
+  Gavel places a job's workers itself);
+- waiting: a job is never favoured for having waited (no ageing), so while
+  more jobs wait than fit, small jobs win over large ones every call; under
+  sustained overload (Gavel's generated jobs at 1 per hour on 8+8+8 GPUs)
+  8-GPU jobs waited for hundreds of hours where ``fifo_perf`` finished them
+  (docs/integrations.md §4, "Continuous arrivals").
 """
 
 import json
