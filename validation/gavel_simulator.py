@@ -62,6 +62,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import host_records  # noqa: E402
+from host_runs import parse_options  # noqa: E402
 
 from elasticopt._io import atomic_write_text  # noqa: E402
 from elasticopt.errors import ElasticoptError  # noqa: E402
@@ -80,6 +81,7 @@ import utils, scheduler
 import elasticopt_gavel
 
 command = os.environ["ELASTICOPT_COMMAND"].split("\x1f")
+options = json.loads(os.environ.get("EO_DROPIN_OPTIONS") or "{}")
 calls, rounds = [], []
 _get_policy = utils.get_policy
 
@@ -99,7 +101,7 @@ def timed(policy):
 
 def get_policy(policy_name, solver=None, seed=None, priority_reweighting_policies=None):
     if policy_name == "elasticopt":  # the registration of docs/integrations.md
-        return timed(elasticopt_gavel.GavelPolicy(command=command))
+        return timed(elasticopt_gavel.GavelPolicy(command=command, **options))
     return timed(_get_policy(policy_name, solver=solver, seed=seed,
                              priority_reweighting_policies=priority_reweighting_policies))
 
@@ -191,7 +193,7 @@ def workload_args(name: str, sched: Path, cluster_spec: str, generated: str) -> 
 
 
 def run_one(sched: Path, python: str, driver: str, args: list[str], policy: str, out: Path,
-            serve: list[str], quiet: bool) -> dict:
+            serve: list[str], quiet: bool, options: dict | None = None) -> dict:
     """Gavel's driver on one workload with one policy; the record the runner script wrote."""
     result = out / f"{policy}.json"
     result.unlink(missing_ok=True)
@@ -199,7 +201,7 @@ def run_one(sched: Path, python: str, driver: str, args: list[str], policy: str,
         (Path(tmp) / "elasticopt_gavel.py").write_text(DROPIN.read_text())
         (Path(tmp) / "eo_runner.py").write_text(RUNNER)
         env = dict(os.environ, EO_DRIVER=str(sched / driver), EO_RESULT=str(result),
-                   ELASTICOPT_COMMAND="\x1f".join(serve),
+                   ELASTICOPT_COMMAND="\x1f".join(serve), EO_DROPIN_OPTIONS=json.dumps(options or {}),
                    PYTHONPATH=os.pathsep.join([str(sched), tmp]))
         log = out / f"{policy}.log"
         with open(log, "w") as fh:
@@ -227,10 +229,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="folder for logs, records and table.md (default: a temporary folder, removed)")
     ap.add_argument("--serve", default=None,
                     help="command of the service (default: this interpreter's `-m elasticopt serve --stdio`)")
+    ap.add_argument("--dropin-options", default="{}", metavar="JSON",
+                    help='keyword arguments of GavelPolicy, a JSON object, e.g. \'{"patience_calls": 8}\'')
     a = ap.parse_args(argv)
     serve = shlex.split(a.serve) if a.serve else [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
     tmp = None
     try:
+        options = parse_options(a.dropin_options)
         sched = scheduler_dir(a.gavel)
         python = host_records.resolve_python(a.python)
         names = [w.strip() for w in a.workloads.split(",") if w.strip()]
@@ -248,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             rows = []
             for policy in policies:
                 print(f"gavel_simulator: {name}: {policy} ...", file=sys.stderr, flush=True)
-                rec = run_one(sched, python, driver, args, policy, out, serve, quiet=True)
+                rec = run_one(sched, python, driver, args, policy, out, serve, quiet=True,
+                              options=options if policy == OURS else None)
                 rows.append(host_records.summarize(policy, rec, str(out / f"{policy}.json")))
                 if policy == OURS:
                     ours_calls.extend(rec.get("calls_ms") or [])

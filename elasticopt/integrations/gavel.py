@@ -32,6 +32,16 @@ normalised share.  Here shares are 0 or 1, so a job either runs every round
 on one type or waits (no time slicing): fewer jobs share the cluster at once
 and each one finishes sooner.
 
+Each job is worth at most 1 whatever its GPUs, so while more jobs wait than
+fit, eight 1-GPU jobs beat one 8-GPU job at every call: under sustained
+overload (Gavel's generated jobs at 1 per hour on 8 + 8 + 8 GPUs) 8-GPU jobs
+waited for hundreds of hours and the simulation did not end. Hence
+``patience_calls`` (default 64): a job left without a share by 64 answers in
+a row is promoted, and the oldest promoted job is worth more than all others
+together until it finishes (docs/integrations.md §4, "Continuous
+arrivals": with it that run ends; where no job waited so long it changes
+nothing).
+
 Gavel's round mechanism
 -----------------------
 Gavel turns the allocation into micro-tasks each round
@@ -59,11 +69,8 @@ What it cannot express
 - space-sharing pairs (job id pairs with a list of two throughputs) get 0;
 - Gavel's placement inside a worker type (each type is one pool of GPUs here;
   Gavel places a job's workers itself);
-- waiting: a job is never favoured for having waited (no ageing), so while
-  more jobs wait than fit, small jobs win over large ones every call; under
-  sustained overload (Gavel's generated jobs at 1 per hour on 8+8+8 GPUs)
-  8-GPU jobs waited for hundreds of hours where ``fifo_perf`` finished them
-  (docs/integrations.md §4, "Continuous arrivals").
+- fairness over time, other than ``patience_calls``: a job is not favoured
+  for having waited until it has waited that many answers.
 """
 
 import json
@@ -90,15 +97,28 @@ class GavelPolicy(object):
         Per-call solver time limit (None: none).
     url, command, client
         Where the service is: see :class:`ElasticoptClient` (or pass one).
+    patience_calls
+        A job left without a share by this many answers in a row is *promoted* until it finishes; the oldest
+        promoted job (Gavel's job order) is worth more than all other jobs together, so every answer runs it
+        (wherever it fits, other jobs giving way) until it finishes, then the next oldest: no job waits for
+        ever.  Default 64 (module docstring: it changed nothing where no job starved); None: never (the
+        objective alone).
     """
 
     name = "Elasticopt_Perf"  # "Perf": Gavel keeps its worker-type order (module docstring)
 
-    def __init__(self, solver="dp", time_limit_s=None, url=None, command=None, client=None):
+    def __init__(self, solver="dp", time_limit_s=None, url=None, command=None, client=None,
+                 patience_calls=64):
+        if patience_calls is not None and (isinstance(patience_calls, bool) or not isinstance(patience_calls, int)
+                                           or patience_calls < 1):
+            raise ValueError("patience_calls: expected an integer >= 1 or None, found %r" % (patience_calls,))
         self.solver = solver
         self.time_limit_s = time_limit_s
+        self.patience_calls = patience_calls
         self.client = client or ElasticoptClient(url=url, command=command)
         self.last_response = None
+        self.waited = {}  # request job id -> answers in a row without a share
+        self.promoted = set()  # request job ids waited patience_calls answers (until they leave)
 
     def build_request(self, throughputs, scale_factors, cluster_spec):
         """The elasticopt request of one ``get_allocation`` call and the job id of every request id."""
@@ -121,6 +141,11 @@ class GavelPolicy(object):
             if not options:
                 job["pools"] = []
             jobs.append(job)
+        first = next((j for j in jobs if j["id"] in self.promoted and j.get("pools") != []), None)
+        if first is not None:  # the oldest promoted job: worth more than all others together, so it runs
+            boost = 1.0 + sum(max([o["value"] for o in j["options"]] or [0.0]) for j in jobs)
+            for o in first["options"]:
+                o["value"] += boost
         doc = {
             "format": "elasticopt-request/1",
             "cluster": {"pools": dict((t, {"nodes": 1, "gpus_per_node": int(cluster_spec[t])}) for t in types)}
@@ -145,7 +170,16 @@ class GavelPolicy(object):
         for rid, a in resp["allocation"].items():
             if a:
                 out[ids[rid]][a["pool"]] = 1.0
+        self._count_waits(resp["allocation"])
         return out
+
+    def _count_waits(self, allocation):
+        """Answers in a row without a share, per job of this answer; promote those that waited patience_calls."""
+        waited = dict((rid, 0 if a else self.waited.get(rid, 0) + 1) for rid, a in allocation.items())
+        self.waited = waited
+        self.promoted = set(rid for rid in self.promoted if rid in waited)  # a finished job leaves
+        if self.patience_calls is not None:
+            self.promoted.update(rid for rid, n in waited.items() if n >= self.patience_calls)
 
 
 # ---- elasticopt client: identical in every drop-in file (a test checks it) ----------------------------------

@@ -104,3 +104,41 @@ def test_gavel_rounds_realise_the_allocation_only_with_a_perf_name(policy, name,
         assert displaced == 0, f"{displaced} share holders idle or on a slower type over 20 rounds"
     else:  # the old drop-in's name: the failure seen in the real Gavel, reproduced
         assert displaced > 0 and on_share_zero > 0
+
+
+def _overloaded_calls(policy, calls: int) -> list[dict]:
+    """Gavel's calls under overload (hand-made): one 8-GPU job (id 0) waits on 8 K80s while 1-GPU jobs keep
+    arriving; at each call the two oldest 1-GPU jobs finish and two new ones arrive, so 1-GPU jobs always wait."""
+    big, small, answers = JobIdPair(0, None), [JobIdPair(i, None) for i in range(1, 11)], []
+    nxt = 11
+    for _ in range(calls):
+        ids = [big, *small]
+        alloc = policy.get_allocation({j: {"k80": 1.0} for j in ids}, {j: 8 if j == big else 1 for j in ids},
+                                      {"k80": 8})
+        accept(alloc, {j: {"k80": 1.0} for j in ids}, {j: 8 if j == big else 1 for j in ids}, {"k80": 8})
+        answers.append(alloc)
+        small = small[2:] + [JobIdPair(nxt, None), JobIdPair(nxt + 1, None)]
+        nxt += 2
+    return answers
+
+
+def test_without_patience_a_large_job_waits_for_ever_and_with_it_runs(client):
+    """The starvation measured in Gavel's simulator (docs/integrations.md §4): eight 1-GPU jobs are worth more
+    than one 8-GPU job, call after call (``patience_calls=None``; the default, 64, acts only after 64 answers).
+    With ``patience_calls=3`` the large job is promoted after 3 answers
+    without a share and, the oldest promoted job, runs from the 4th on while 1-GPU jobs promoted after it wait."""
+    big = JobIdPair(0, None)
+    plain = _overloaded_calls(GavelPolicy(client=client, patience_calls=None), 8)
+    assert all(a[big]["k80"] == 0.0 for a in plain)
+    patient = GavelPolicy(client=client, patience_calls=3)
+    runs = [a[big]["k80"] for a in _overloaded_calls(patient, 8)]
+    assert runs == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    assert "0" in patient.promoted and patient.waited["0"] == 0  # (1-GPU jobs that waited 3 answers are too)
+    patient.get_allocation({JobIdPair(1, None): {"k80": 1.0}}, {JobIdPair(1, None): 1}, {"k80": 8})
+    assert patient.promoted == set() and patient.waited == {"1": 0}  # a job that left is forgotten
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "3"])
+def test_patience_calls_must_be_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="patience_calls: expected an integer >= 1 or None"):
+        GavelPolicy(client=object(), patience_calls=bad)

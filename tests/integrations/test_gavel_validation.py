@@ -255,3 +255,8 @@ def test_clear_errors(tmp_path, capsys):
     assert gs.main(["--gavel", str(tmp_path / "g"), "--python", sys.executable, "--policies", "no_such",
                     "--workloads", "artifact", "--serve", SERVE]) == 2
     assert "exited with" in capsys.readouterr().err  # the host's own argparse refuses the name
+    assert gs.main(["--gavel", str(tmp_path / "g"), "--python", sys.executable, "--dropin-options", "[8]"]) == 2
+    assert "--dropin-options '[8]': expected a JSON object" in capsys.readouterr().err
+    assert gs.main(["--gavel", str(tmp_path / "g"), "--python", sys.executable, "--workloads", "artifact",
+                    "--policies", "fifo_perf", "--serve", SERVE, "--dropin-options", '{"patience_calls": 0}']) == 2
+    assert "patience_calls: expected an integer >= 1 or None, found 0" in capsys.readouterr().err  # reached it
