@@ -52,6 +52,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import host_records  # noqa: E402
+from host_runs import hosts_stopped_on_signal, start_host, stop_host, wait_host  # noqa: E402
 
 from elasticopt._io import atomic_write_text  # noqa: E402
 from elasticopt.errors import ElasticoptError  # noqa: E402
@@ -170,31 +171,27 @@ def run_one(root: Path, python: str, log_file: Path, load: int, track: tuple[int
                    PYTHONPATH=os.pathsep.join([str(root), tmp]))
         sim_log = open(out / f"{policy}.simulator.log", "w")
         sched_log = out / f"{policy}.log"
-        sim = subprocess.Popen([python, str(root / "simulator_simple.py"), "--cluster-job-log", str(log_file),
-                                "--sim-type", "trace-synthetic", "--jobs-per-hour", str(load),
-                                "--start-job-track", str(track[0]), "--end-job-track", str(track[1]),
-                                "--exp-prefix", prefix, "--simulator-rpc-port", str(port)],
-                               cwd=work, env=env, stdout=sim_log, stderr=subprocess.STDOUT)
+        # both in their own process groups, stopped with the runner (SIGTERM, SIGINT: hosts_stopped_on_signal)
+        sim = start_host([python, str(root / "simulator_simple.py"), "--cluster-job-log", str(log_file),
+                          "--sim-type", "trace-synthetic", "--jobs-per-hour", str(load),
+                          "--start-job-track", str(track[0]), "--end-job-track", str(track[1]),
+                          "--exp-prefix", prefix, "--simulator-rpc-port", str(port)],
+                         cwd=work, env=env, stdout=sim_log, stderr=subprocess.STDOUT)
         try:
             _wait_listening(port, sim)
             with open(sched_log, "w") as fh:
                 try:
-                    proc = subprocess.run([python, str(work / "eo_runner.py"), "--simulate", "--load", str(load),
-                                           "--exp-prefix", prefix, "--simulator-rpc-port", str(port)],
-                                          cwd=work, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s)
+                    code = wait_host(start_host([python, str(work / "eo_runner.py"), "--simulate", "--load",
+                                                 str(load), "--exp-prefix", prefix, "--simulator-rpc-port", str(port)],
+                                                cwd=work, env=env, stdout=fh, stderr=subprocess.STDOUT), timeout_s)
                 except subprocess.TimeoutExpired:
                     raise ElasticoptError(f"Blox's las_scheduler.py with {policy} did not end in {timeout_s:.0f} s "
                                           f"(log {sched_log}); raise --timeout-s or narrow --track") from None
         finally:
-            sim.terminate()
-            try:
-                sim.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                sim.kill()
-                sim.wait()
+            stop_host(sim)
             sim_log.close()
-        if proc.returncode != 0:
-            raise ElasticoptError(f"Blox's las_scheduler.py exited with {proc.returncode} for {policy} "
+        if code != 0:
+            raise ElasticoptError(f"Blox's las_scheduler.py exited with {code} for {policy} "
                                   f"(log {sched_log}):\n{sched_log.read_text()[-1500:]}")
         # Blox writes {prefix}_{start}_{stop}_Las_load_{load as float}_job_stats.json, and the same with
         # "_Las_accept_all_" (its acceptance policy) in the name: the first is read
@@ -258,20 +255,21 @@ def main(argv: list[str] | None = None) -> int:
         else:
             out_root = a.out.expanduser().absolute()
         texts, ours_calls = [], []
-        for load in loads:
-            out = out_root / f"load_{load}"
-            out.mkdir(parents=True, exist_ok=True)
-            rows = []
-            for policy in policies:
-                print(f"blox_simulator: load {load}: {policy} ...", file=sys.stderr, flush=True)
-                rec = run_one(root, python, log_file, load, (start, stop), policy, out, serve, a.timeout_s,
-                             a.dropin_order)
-                rows.append(host_records.summarize(policy, rec, str(out / f"{policy}.calls.json")))
-                if policy == OURS:
-                    ours_calls.extend(rec["calls_ms"])
-            text = host_records.table(f"load {load} jobs/hour, jobs {start}-{stop} tracked", rows, OURS)
-            print(text, flush=True)
-            texts.append(text)
+        with hosts_stopped_on_signal():
+            for load in loads:
+                out = out_root / f"load_{load}"
+                out.mkdir(parents=True, exist_ok=True)
+                rows = []
+                for policy in policies:
+                    print(f"blox_simulator: load {load}: {policy} ...", file=sys.stderr, flush=True)
+                    rec = run_one(root, python, log_file, load, (start, stop), policy, out, serve, a.timeout_s,
+                                 a.dropin_order)
+                    rows.append(host_records.summarize(policy, rec, str(out / f"{policy}.calls.json")))
+                    if policy == OURS:
+                        ours_calls.extend(rec["calls_ms"])
+                text = host_records.table(f"load {load} jobs/hour, jobs {start}-{stop} tracked", rows, OURS)
+                print(text, flush=True)
+                texts.append(text)
         line = host_records.latency_line([], OURS, ours_calls)
         print(line, end="")
         if a.out is not None:

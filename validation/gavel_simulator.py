@@ -62,7 +62,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import host_records  # noqa: E402
-from host_runs import parse_options  # noqa: E402
+from host_runs import hosts_stopped_on_signal, parse_options, start_host, wait_host  # noqa: E402
 
 from elasticopt._io import atomic_write_text  # noqa: E402
 from elasticopt.errors import ElasticoptError  # noqa: E402
@@ -204,12 +204,12 @@ def run_one(sched: Path, python: str, driver: str, args: list[str], policy: str,
                    ELASTICOPT_COMMAND="\x1f".join(serve), EO_DROPIN_OPTIONS=json.dumps(options or {}),
                    PYTHONPATH=os.pathsep.join([str(sched), tmp]))
         log = out / f"{policy}.log"
-        with open(log, "w") as fh:
-            proc = subprocess.run([python, str(Path(tmp) / "eo_runner.py"), *args, "-p", policy],
-                                  cwd=sched, env=env, stdout=fh, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
+        with open(log, "w") as fh:  # stopped with the runner (SIGTERM, SIGINT): hosts_stopped_on_signal in main
+            code = wait_host(start_host([python, str(Path(tmp) / "eo_runner.py"), *args, "-p", policy],
+                                        cwd=sched, env=env, stdout=fh, stderr=subprocess.STDOUT))
+    if code != 0:
         tail = log.read_text()[-1500:]
-        raise ElasticoptError(f"Gavel's {driver} exited with {proc.returncode} for policy {policy} "
+        raise ElasticoptError(f"Gavel's {driver} exited with {code} for policy {policy} "
                               f"(log {log}):\n{tail}")
     return host_records.read_record(result, f"{driver} -p {policy}")
 
@@ -247,21 +247,22 @@ def main(argv: list[str] | None = None) -> int:
         else:
             out_root = a.out.expanduser().resolve()
         texts, ours_calls = [], []
-        for name, driver, args in plan:
-            out = out_root / name.replace(":", "_")
-            out.mkdir(parents=True, exist_ok=True)
-            rows = []
-            for policy in policies:
-                print(f"gavel_simulator: {name}: {policy} ...", file=sys.stderr, flush=True)
-                rec = run_one(sched, python, driver, args, policy, out, serve, quiet=True,
-                              options=options if policy == OURS else None)
-                rows.append(host_records.summarize(policy, rec, str(out / f"{policy}.json")))
-                if policy == OURS:
-                    ours_calls.extend(rec.get("calls_ms") or [])
-            text = host_records.table(f"{name} ({driver} {' '.join(args)})", rows, OURS,
-                                   extra_cols=("micro-tasks", "on share 0"))
-            print(text, flush=True)
-            texts.append(text)
+        with hosts_stopped_on_signal():
+            for name, driver, args in plan:
+                out = out_root / name.replace(":", "_")
+                out.mkdir(parents=True, exist_ok=True)
+                rows = []
+                for policy in policies:
+                    print(f"gavel_simulator: {name}: {policy} ...", file=sys.stderr, flush=True)
+                    rec = run_one(sched, python, driver, args, policy, out, serve, quiet=True,
+                                  options=options if policy == OURS else None)
+                    rows.append(host_records.summarize(policy, rec, str(out / f"{policy}.json")))
+                    if policy == OURS:
+                        ours_calls.extend(rec.get("calls_ms") or [])
+                text = host_records.table(f"{name} ({driver} {' '.join(args)})", rows, OURS,
+                                       extra_cols=("micro-tasks", "on share 0"))
+                print(text, flush=True)
+                texts.append(text)
         line = host_records.latency_line([], OURS, ours_calls)
         print(line, end="")
         if a.out is not None:

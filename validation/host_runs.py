@@ -17,6 +17,7 @@ Results, as the Pollux and Sia artifacts write them:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -30,6 +31,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from elasticopt.errors import ElasticoptError
 
@@ -120,6 +122,7 @@ class HostRun:
 _LIVE: set[subprocess.Popen] = set()
 _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()
+_STOP_HINT = [""]  # what the stop message adds (hosts_stopped_on_signal)
 
 
 def _stop_hosts(signum: int, frame) -> None:
@@ -134,8 +137,64 @@ def _stop_hosts(signum: int, frame) -> None:
         except (ProcessLookupError, PermissionError):
             pass
     sys.stderr.write(f"stopped by {signal.Signals(signum).name}: {len(procs)} running simulation(s) stopped, none "
-                     "started after; the finished runs' logs are kept (--reuse reads them)\n")
+                     "started after; the finished runs' logs are kept" + _STOP_HINT[0] + "\n")
     raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def hosts_stopped_on_signal(hint: str = ""):
+    """While inside: SIGTERM / SIGINT to the runner stop every host started by :func:`start_host` (its process
+    group), start no more, and exit with 128 + the signal's number, saying so (and ``hint``).  Handlers can be set
+    in the main thread only; elsewhere nothing is installed."""
+    _STOP_HINT[0] = hint
+    _STOPPING.clear()
+    main = threading.current_thread() is threading.main_thread()
+    before = {sig: signal.signal(sig, _stop_hosts) for sig in (signal.SIGTERM, signal.SIGINT)} if main else {}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def start_host(argv: Sequence[str], **popen: Any) -> subprocess.Popen:
+    """Start a host process in its own session (the host and what it starts, e.g. the drop-in's service, are one
+    process group, stopped together), known to :func:`hosts_stopped_on_signal`; end it with :func:`wait_host`."""
+    with _LIVE_LOCK:
+        if _STOPPING.is_set():
+            raise ElasticoptError(f"{shlex.join(argv[1:3])}: not started (the runner was stopped)")
+        proc = subprocess.Popen(list(argv), start_new_session=True, **popen)
+        _LIVE.add(proc)
+    return proc
+
+
+def stop_host(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
+    """Stop a host's process group: SIGTERM, then SIGKILL after ``grace_s``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        try:
+            proc.wait(timeout=grace_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with _LIVE_LOCK:
+        _LIVE.discard(proc)
+
+
+def wait_host(proc: subprocess.Popen, timeout_s: float | None = None) -> int:
+    """Wait for a host started by :func:`start_host`; its exit code.  Past ``timeout_s`` it is stopped
+    (:func:`stop_host`) and :class:`subprocess.TimeoutExpired` raised."""
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop_host(proc)
+        raise
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
 
 
 def run_host(run: HostRun) -> None:
@@ -153,18 +212,14 @@ def run_host(run: HostRun) -> None:
         (Path(tmp) / "eo_launcher.py").write_text(LAUNCHER)
         env = dict(os.environ, EO_HOST_RUN=json.dumps(spec), PYTHONPATH=os.pathsep.join([str(run.simulator), tmp]),
                    PYTHONUNBUFFERED="1", **run.env)
-        with open(run.stdout, "w") as out, _LIVE_LOCK:
-            if _STOPPING.is_set():
-                raise ElasticoptError(f"{run.script} {shlex.join(run.args)}: not started (the runner was stopped)")
-            # its own session: the host and the service it starts are one process group, stopped together
-            proc = subprocess.Popen([run.python, str(Path(tmp) / "eo_launcher.py")], cwd=run.simulator, env=env,
-                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-            _LIVE.add(proc)
-        try:
-            proc.wait()
-        finally:
-            with _LIVE_LOCK:
-                _LIVE.discard(proc)
+        with open(run.stdout, "w") as out:
+            try:
+                proc = start_host([run.python, str(Path(tmp) / "eo_launcher.py")], cwd=run.simulator, env=env,
+                                  stdout=out, stderr=subprocess.STDOUT)
+            except ElasticoptError:
+                raise ElasticoptError(f"{run.script} {shlex.join(run.args)}: not started (the runner was "
+                                      "stopped)") from None
+            wait_host(proc)
     if proc.returncode != 0:
         tail = run.stdout.read_text(errors="replace")[-2000:]
         raise ElasticoptError(f"{run.script} {shlex.join(run.args)} exited with {proc.returncode} "
@@ -391,15 +446,8 @@ def run_all(tasks: Sequence[tuple[str, Callable[[], None]]], parallel: int, tool
             return f"{label}: {exc}"
         return None
 
-    _STOPPING.clear()
-    main = threading.current_thread() is threading.main_thread()  # (signal handlers: the main thread only)
-    before = {sig: signal.signal(sig, _stop_hosts) for sig in (signal.SIGTERM, signal.SIGINT)} if main else {}
-    try:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            errors = [e for e in pool.map(lambda t: one(*t), tasks) if e]
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+    with hosts_stopped_on_signal(" (--reuse reads them)"), ThreadPoolExecutor(max_workers=parallel) as pool:
+        errors = [e for e in pool.map(lambda t: one(*t), tasks) if e]
     if errors:
         raise ElasticoptError(f"{len(errors)} of {len(tasks)} runs failed (the others' logs are kept: add "
                               "--reuse to read them without running them again):\n" + "\n".join(errors))

@@ -260,3 +260,45 @@ def test_clear_errors(tmp_path, capsys):
     assert gs.main(["--gavel", str(tmp_path / "g"), "--python", sys.executable, "--workloads", "artifact",
                     "--policies", "fifo_perf", "--serve", SERVE, "--dropin-options", '{"patience_calls": 0}']) == 2
     assert "patience_calls: expected an integer >= 1 or None, found 0" in capsys.readouterr().err  # reached it
+
+
+def test_a_stopped_runner_stops_gavels_simulation(tmp_path):
+    """SIGTERM to the runner (``kill``, ``timeout``) stops Gavel's driver with it (its own process group).  Before,
+    a stopped runner left the driver running: one ran on for 50 min, a core busy, before it was found."""
+    import signal
+    import time
+
+    root = fake_gavel(tmp_path / "g")
+    pids = tmp_path / "pids"
+    (root / "scheduler" / "scripts" / "drivers" / "simulate_scheduler_with_trace.py").write_text(textwrap.dedent(f"""\
+        import os, time
+        with open({str(pids)!r} + ".tmp", "w") as fh:
+            fh.write(str(os.getpid()))
+        os.replace({str(pids)!r} + ".tmp", {str(pids)!r})
+        time.sleep(300)
+    """))
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "--gavel", str(root), "--python", sys.executable,
+                             "--workloads", "artifact", "--policies", "fifo_perf", "--serve", SERVE],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    host = None
+    try:
+        deadline = time.monotonic() + 120
+        while not pids.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.05)
+        host = int(pids.read_text())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 30
+        while _alive(host) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(host), "Gavel's driver outlived the runner"
+    finally:
+        proc.kill()
+        if host is not None and _alive(host):
+            os.kill(host, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
+    return bool(out) and not out.startswith("Z")
