@@ -120,16 +120,23 @@ class HostRun:
 
 #: The host processes running now (each the leader of its own process group), and whether the runner is stopping.
 _LIVE: set[subprocess.Popen] = set()
-_LIVE_LOCK = threading.Lock()
+_LIVE_LOCK = threading.RLock()  # re-entrant: the signal handler runs in the main thread, which may hold it
 _STOPPING = threading.Event()
 _STOP_HINT = [""]  # what the stop message adds (hosts_stopped_on_signal)
+_STOP_SIGNAL = [0]  # the signal being handled (0: none), so that a second one does not re-enter the handler
 
 
 def _stop_hosts(signum: int, frame) -> None:
     """SIGTERM / SIGINT to the runner: stop every running host's process group (the host, and the drop-in's
-    service), start no more, and exit with 128 + the signal's number."""
+    service), start no more, and exit with 128 + the signal's number.
+
+    A second signal while this runs (``timeout`` forwarding its TERM beside a ``kill``; Ctrl-C twice) returns at
+    once: before, it re-entered the handler inside the first one's lock and the runner hung for ever."""
+    if _STOP_SIGNAL[0]:
+        return
+    _STOP_SIGNAL[0] = signum
+    _STOPPING.set()
     with _LIVE_LOCK:
-        _STOPPING.set()
         procs = list(_LIVE)
     for proc in procs:
         try:
@@ -147,6 +154,7 @@ def hosts_stopped_on_signal(hint: str = ""):
     group), start no more, and exit with 128 + the signal's number, saying so (and ``hint``).  Handlers can be set
     in the main thread only; elsewhere nothing is installed."""
     _STOP_HINT[0] = hint
+    _STOP_SIGNAL[0] = 0
     _STOPPING.clear()
     main = threading.current_thread() is threading.main_thread()
     before = {sig: signal.signal(sig, _stop_hosts) for sig in (signal.SIGTERM, signal.SIGINT)} if main else {}

@@ -164,3 +164,18 @@ def test_a_stopped_runner_stops_its_hosts_and_the_services_they_started(tmp_path
         for p in locals().get("pids", ()):
             if _alive(p):
                 os.kill(p, signal.SIGKILL)
+
+
+def test_the_stop_handler_neither_re_enters_nor_waits_on_its_own_lock(capsys):
+    """A second SIGTERM during the first one's handler (``timeout`` forwarding its TERM beside a ``kill``) used to
+    re-enter the handler inside its lock: the runner hung for ever, its host running on (seen with the Gavel
+    runner).  Now the second returns at once, and the handler takes the lock even where the main thread holds it."""
+    with hr.hosts_stopped_on_signal():
+        with hr._LIVE_LOCK, pytest.raises(SystemExit) as first:  # the main thread holds the lock: no deadlock
+            hr._stop_hosts(signal.SIGTERM, None)
+        assert first.value.code == 128 + signal.SIGTERM
+        assert hr._stop_hosts(signal.SIGTERM, None) is None  # the repeated signal: nothing more to do
+    assert "stopped by SIGTERM: 0 running simulation(s) stopped" in capsys.readouterr().err
+    with hr.hosts_stopped_on_signal():  # a new run handles a signal again
+        with pytest.raises(SystemExit):
+            hr._stop_hosts(signal.SIGINT, None)
