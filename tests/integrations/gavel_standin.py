@@ -71,6 +71,28 @@ def accept(allocation, throughputs, scale_factors, cluster_spec) -> None:
         assert u <= cluster_spec[t] + 1e-9, f"type {t}: {u} GPUs allocated, {cluster_spec[t]} exist"
 
 
+def compute_allocation(policy, throughputs, scale_factors, cluster_spec, num_steps_remaining=None,
+                       priority_weights=None, times_since_start=None):
+    """How Gavel's scheduler calls a policy (``Scheduler._compute_allocation``, scheduler.py:2116-2145): the
+    arguments depend on the policy's ``name``; ``None`` becomes ``{}``.  The state is Gavel's
+    ``_get_allocation_state``: every job's priority weight (1), time since start and remaining steps."""
+    name = policy.name
+    weights = priority_weights or {j: 1.0 for j in throughputs}
+    since = times_since_start or {j: 0.0 for j in throughputs}
+    steps = num_steps_remaining or {j: 1000 for j in throughputs}
+    if name == "AlloX_Perf":
+        out = policy.get_allocation(throughputs, scale_factors, since, steps, cluster_spec)
+    elif name.startswith("FinishTimeFairness"):
+        out = policy.get_allocation(throughputs, scale_factors, weights, since, steps, cluster_spec)
+    elif name.startswith("MaxMinFairness"):
+        out = policy.get_allocation(throughputs, scale_factors, weights, cluster_spec)
+    elif name.startswith("MinTotalDuration"):
+        out = policy.get_allocation(throughputs, scale_factors, steps, cluster_spec)
+    else:
+        out = policy.get_allocation(throughputs, scale_factors, cluster_spec)
+    return {} if out is None else out
+
+
 WORKER_TYPE_ORDER = ("v100", "p100", "k80")  # scheduler.py: _schedule_jobs_on_workers
 
 

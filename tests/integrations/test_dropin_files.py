@@ -122,8 +122,9 @@ SCENARIOS = {
         assert all(v[0] == "t4" for v in alloc.values()), alloc
     """,
     "gavel.py": """
-        alloc = mod.GavelPolicy(command=SERVE).get_allocation(
-            {"0": {"v100": 2.0}, "1": {"v100": 1.0}}, {"0": 2, "1": 4}, {"v100": 4})
+        alloc = mod.GavelPolicy(command=SERVE).get_allocation(  # as Gavel calls a FinishTimeFairness* policy
+            {"0": {"v100": 2.0}, "1": {"v100": 1.0}}, {"0": 2, "1": 4}, {"0": 1, "1": 1}, {"0": 0, "1": 0},
+            {"0": 100, "1": 100}, {"v100": 4})
         assert sorted(sum(r.values()) for r in alloc.values()) == [0.0, 1.0], alloc
     """,
     "blox.py": """

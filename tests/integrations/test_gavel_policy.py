@@ -1,4 +1,5 @@
-"""GavelPolicy against a stand-in of Gavel's ``get_allocation`` contract."""
+"""GavelPolicy against a stand-in of Gavel's ``get_allocation`` contract, called as Gavel's scheduler calls it
+(``gavel_standin.compute_allocation``: the arguments depend on the policy's name)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,20 @@ import pytest
 
 from elasticopt.integrations import gavel
 from elasticopt.integrations.gavel import GavelPolicy
-from gavel_standin import JobIdPair, accept
+from gavel_standin import JobIdPair, accept, compute_allocation
 
 DROPIN = gavel  # the conftest's client fixture uses this file's client
 
 
 @pytest.fixture(scope="module")
 def policy(client):
+    """The ``normalised_throughput`` objective (each job worth at most 1)."""
+    return GavelPolicy(client=client, objective="normalised_throughput")
+
+
+@pytest.fixture(scope="module")
+def rate_policy(client):
+    """The default objective, ``completion_rate``."""
     return GavelPolicy(client=client)
 
 
@@ -27,7 +35,7 @@ def test_one_worker_type_runs_the_most_jobs_that_fit(policy, seed):
     scale = {j: rng.choice([1, 2, 4]) for j in ids}
     tput = {j: {"v100": rng.uniform(1, 10)} for j in ids}
     tput[JobIdPair(0, 1)] = {"v100": [1.0, 2.0]}  # a space-sharing pair: given no share
-    alloc = policy.get_allocation(tput, scale, spec)
+    alloc = compute_allocation(policy, tput, scale, spec)
     accept(alloc, tput, scale, spec)
     assert alloc[JobIdPair(0, 1)] == {"v100": 0.0}
     got = sum(1 for j in ids if alloc[j]["v100"] == 1.0)
@@ -38,7 +46,7 @@ def test_one_worker_type_runs_the_most_jobs_that_fit(policy, seed):
 
 def test_ties_go_to_jobs_in_gavel_order(policy):
     ids = [JobIdPair(i, None) for i in range(4)]
-    alloc = policy.get_allocation({j: {"k80": 2.0} for j in ids}, {j: 2 for j in ids}, {"k80": 4})
+    alloc = compute_allocation(policy, {j: {"k80": 2.0} for j in ids}, {j: 2 for j in ids}, {"k80": 4})
     assert [alloc[j]["k80"] for j in ids] == [1.0, 1.0, 0.0, 0.0]
 
 
@@ -49,7 +57,7 @@ def test_several_worker_types_the_exact_optimum(policy, seed):
     ids = [JobIdPair(i, None) for i in range(rng.randrange(3, 7))]
     scale = {j: rng.choice([1, 2]) for j in ids}
     tput = {j: {"k80": rng.uniform(1, 3), "p100": rng.uniform(2, 6), "v100": rng.uniform(4, 10)} for j in ids}
-    alloc = policy.get_allocation(tput, scale, spec)
+    alloc = compute_allocation(policy, tput, scale, spec)
     accept(alloc, tput, scale, spec)
     got = sum(x * tput[j][t] / max(tput[j].values()) for j in ids for t, x in alloc[j].items())
     best = 0.0
@@ -85,7 +93,7 @@ def test_gavel_rounds_realise_the_allocation_only_with_a_perf_name(policy, name,
     from gavel_standin import GavelRounds, WORKER_TYPE_ORDER
 
     spec, ids, scale, tput = _oversubscribed(seed)
-    alloc = policy.get_allocation(tput, scale, spec)
+    alloc = compute_allocation(policy, tput, scale, spec)
     accept(alloc, tput, scale, spec)
     assert "Perf" in policy.name
     assert sum(int(scale[j]) for j in ids if alloc[j]["k80"]) < spec["k80"]  # the case that trips the shuffle
@@ -113,8 +121,8 @@ def _overloaded_calls(policy, calls: int) -> list[dict]:
     nxt = 11
     for _ in range(calls):
         ids = [big, *small]
-        alloc = policy.get_allocation({j: {"k80": 1.0} for j in ids}, {j: 8 if j == big else 1 for j in ids},
-                                      {"k80": 8})
+        alloc = compute_allocation(policy, {j: {"k80": 1.0} for j in ids}, {j: 8 if j == big else 1 for j in ids},
+                                   {"k80": 8}, num_steps_remaining={j: 1000 * (1 + 7 * (j == big)) for j in ids})
         accept(alloc, {j: {"k80": 1.0} for j in ids}, {j: 8 if j == big else 1 for j in ids}, {"k80": 8})
         answers.append(alloc)
         small = small[2:] + [JobIdPair(nxt, None), JobIdPair(nxt + 1, None)]
@@ -134,7 +142,7 @@ def test_without_patience_a_large_job_waits_for_ever_and_with_it_runs(client):
     runs = [a[big]["k80"] for a in _overloaded_calls(patient, 8)]
     assert runs == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0]
     assert "0" in patient.promoted and patient.waited["0"] == 0  # (1-GPU jobs that waited 3 answers are too)
-    patient.get_allocation({JobIdPair(1, None): {"k80": 1.0}}, {JobIdPair(1, None): 1}, {"k80": 8})
+    compute_allocation(patient, {JobIdPair(1, None): {"k80": 1.0}}, {JobIdPair(1, None): 1}, {"k80": 8})
     assert patient.promoted == set() and patient.waited == {"1": 0}  # a job that left is forgotten
 
 
@@ -142,3 +150,79 @@ def test_without_patience_a_large_job_waits_for_ever_and_with_it_runs(client):
 def test_patience_calls_must_be_a_positive_integer(bad):
     with pytest.raises(ValueError, match="patience_calls: expected an integer >= 1 or None"):
         GavelPolicy(client=object(), patience_calls=bad)
+
+
+def test_completion_rate_runs_the_jobs_nearest_to_finishing(rate_policy):
+    """One type, equal throughputs: jobs finished per second is largest for the fewest steps left (shortest
+    remaining time first), whatever Gavel's job order."""
+    ids = [JobIdPair(i, None) for i in range(6)]
+    steps = dict(zip(ids, [9000, 500, 7000, 800, 100000, 3000]))
+    alloc = compute_allocation(rate_policy, {j: {"v100": 2.0} for j in ids}, {j: 1 for j in ids}, {"v100": 3},
+                               num_steps_remaining=steps)
+    assert sorted(j[0] for j in ids if alloc[j]["v100"] == 1.0) == [1, 3, 5]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_completion_rate_the_exact_optimum(rate_policy, seed):
+    """The answer maximises sum weight * throughput / max(steps left, round_s of work), checked by brute force
+    (values are integers in the model: equal within their rounding)."""
+    rng = random.Random(seed)
+    spec = {"k80": rng.choice([2, 4]), "p100": rng.choice([2, 4]), "v100": rng.choice([2, 4])}
+    ids = [JobIdPair(i, None) for i in range(rng.randrange(3, 7))]
+    scale = {j: rng.choice([1, 2]) for j in ids}
+    tput = {j: {"k80": rng.uniform(1, 3), "p100": rng.uniform(2, 6), "v100": rng.uniform(4, 10)} for j in ids}
+    steps = {j: rng.choice([10, rng.uniform(1e3, 1e6)]) for j in ids}  # some about to finish (floored)
+    weights = {j: rng.choice([1.0, 2.0]) for j in ids}
+    alloc = compute_allocation(rate_policy, tput, scale, spec, num_steps_remaining=steps, priority_weights=weights)
+    accept(alloc, tput, scale, spec)
+
+    def rate(j, t):
+        return weights[j] * tput[j][t] / max(steps[j], rate_policy.round_s * max(tput[j].values()))
+
+    top = max(rate(j, t) for j in ids for t in spec)
+    got = sum(x * rate(j, t) / top for j in ids for t, x in alloc[j].items())
+    best = 0.0
+    for combo in itertools.product([None, *spec], repeat=len(ids)):
+        if all(sum(scale[j] for j, c in zip(ids, combo) if c == t) <= spec[t] for t in spec):
+            best = max(best, sum(rate(j, c) / top for j, c in zip(ids, combo) if c))
+    assert got == pytest.approx(best, abs=len(ids) * 2.0 ** -19)
+
+
+def test_a_job_about_to_finish_does_not_erase_the_others_values(client):
+    """Values are divided by the call's largest and made integers (2**20 units at most per 1.0): a job with a
+    few steps left would leave every other job below one unit, their types chosen by tie order.  Floored at
+    one round of work, the long job B still gets the V100, where it is 50 times faster (C, first in Gavel's
+    order, 2 times)."""
+    a, c, b = (JobIdPair(i, None) for i in range(3))
+    tput = {a: {"v100": 1e6, "k80": 1e5}, c: {"v100": 2.0, "k80": 1.0}, b: {"v100": 50.0, "k80": 1.0}}
+    steps = {a: 1, c: 1e7, b: 1e7}
+    args = (tput, {a: 1, c: 1, b: 1}, {"v100": 2, "k80": 1})
+    alloc = compute_allocation(GavelPolicy(client=client), *args, num_steps_remaining=steps)
+    assert alloc[b]["v100"] == 1.0 and alloc[c]["k80"] == 1.0 and alloc[a]["v100"] == 1.0
+
+    def values(policy):
+        doc, _ = policy.build_request(*args, num_steps_remaining=steps)
+        return {(j["id"], o["pool"]): o["value"] for j in doc["jobs"] for o in j["options"]}
+
+    floored, unfloored = values(GavelPolicy(client=object())), values(GavelPolicy(client=object(), round_s=0.0))
+    assert floored[("2", "v100")] * 2.0 ** 20 > 1000 and floored[("2", "v100")] == pytest.approx(25 * floored[("1", "v100")])
+    assert max(v for (j, _), v in unfloored.items() if j != "0") * 2.0 ** 20 < 1e-3  # the defect the floor removes
+
+
+def test_gavel_passes_the_remaining_steps_by_the_policy_name(rate_policy, policy):
+    """Gavel hands a policy its jobs' remaining steps only when the name starts with "FinishTimeFairness"
+    (``Scheduler._compute_allocation``); the name keeps "Perf" (the worker-type order).  Called as Gavel
+    calls a policy of another name, the completion-rate drop-in says what is wrong."""
+    assert rate_policy.name.startswith("FinishTimeFairness") and "Perf" in rate_policy.name
+    assert policy.name == "Elasticopt_Perf"
+    ids = [JobIdPair(0, None)]
+    with pytest.raises(TypeError, match="needs num_steps_remaining.*FinishTimeFairness"):
+        rate_policy.get_allocation({ids[0]: {"v100": 1.0}}, {ids[0]: 1}, {"v100": 1})
+    with pytest.raises(ValueError, match="objective: expected one of 'completion_rate', 'normalised_throughput'"):
+        GavelPolicy(client=object(), objective="jct")
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), "360", True])
+def test_round_s_must_be_finite_seconds(bad):
+    with pytest.raises(ValueError, match="round_s: expected a finite number of seconds >= 0"):
+        GavelPolicy(client=object(), round_s=bad)

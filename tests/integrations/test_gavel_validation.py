@@ -87,7 +87,10 @@ class Scheduler:
     def _schedule_jobs_on_workers(self):
         tput = {j: {t: 1.0 + (t == "v100") for t in self._cluster_spec} for j in self._left if self._left[j] > 0}
         scale = {j: self._jobs[j][2] for j in tput}
-        if self._policy.name.startswith("MaxMinFairness"):
+        if self._policy.name.startswith("FinishTimeFairness"):  # Gavel's state: weights, times, steps left
+            self._allocation = self._policy.get_allocation(tput, scale, {j: 1.0 for j in tput}, {j: 0.0 for j in tput},
+                                                           dict(self._left), self._cluster_spec)
+        elif self._policy.name.startswith("MaxMinFairness"):
             self._allocation = self._policy.get_allocation(tput, scale, {}, self._cluster_spec)
         else:  # a name Gavel does not know
             self._allocation = self._policy.get_allocation(tput, scale, self._cluster_spec)
@@ -224,7 +227,7 @@ def test_from_the_help_command_to_a_table(tmp_path, relative, capsys, monkeypatc
     assert "**static-multiple (" in text
     assert "elasticopt / best host policy" in text and "calls over every workload" in text
     rec = json.loads((out_dir / "artifact" / "elasticopt.json").read_text())
-    assert rec["extra"]["policy name"] == "Elasticopt_Perf"  # the drop-in itself ran inside the host
+    assert rec["extra"]["policy name"] == "FinishTimeFairness_Elasticopt_Perf"  # the drop-in ran inside the host
     assert len(rec["jct_s"]) == 6 and all(v is not None for v in rec["jct_s"].values())
     assert rec["calls_ms"] and rec["extra"]["on share 0"] == 0
     host = json.loads((out_dir / "artifact" / "max_min_fairness_perf.json").read_text())
