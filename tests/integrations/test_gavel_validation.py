@@ -244,6 +244,20 @@ def test_the_scheduler_folder_is_accepted_too(tmp_path, capsys):
     assert rc == 0 and "| fifo_perf |" in capsys.readouterr().out
 
 
+def test_dropin_options_choose_the_objective_and_gavel_calls_it_by_that_name(tmp_path, capsys):
+    """``--dropin-options '{"objective": "normalised_throughput"}'`` reaches the policy, whose name is then
+    ``Elasticopt_Perf``: the fake scheduler (Gavel's dispatch) calls it with three arguments, and the run ends."""
+    fake_gavel(tmp_path / "g")
+    out_dir = tmp_path / "results"
+    rc = gs.main(["--gavel", str(tmp_path / "g"), "--python", sys.executable, "--workloads", "artifact",
+                  "--policies", "fifo_perf", "--serve", SERVE, "--out", str(out_dir),
+                  "--dropin-options", '{"objective": "normalised_throughput"}'])
+    assert rc == 0, capsys.readouterr().err
+    rec = json.loads((out_dir / "artifact" / "elasticopt.json").read_text())
+    assert rec["extra"]["policy name"] == "Elasticopt_Perf"
+    assert all(v is not None for v in rec["jct_s"].values())
+
+
 def test_clear_errors(tmp_path, capsys):
     assert gs.main(["--gavel", str(tmp_path), "--python", sys.executable]) == 2
     assert "expected a checkout of stanford-futuredata/gavel" in capsys.readouterr().err
