@@ -48,11 +48,12 @@ maximises the smallest normalised share; ``finish_time_fairness_perf`` the
 worst ratio of finish time to the job's isolated finish time.  Here shares are
 0 or 1, so a job either runs every round on one type or waits (no time
 slicing): fewer jobs share the cluster at once and each one finishes sooner.
-Measured in Gavel's own simulator (docs/integrations.md §4): ahead of every
-Gavel policy on its artifact trace, on static traces and under Poisson
-arrivals at 0.4-1 jobs per hour in 8 of 9 (rate, seed) settings; at 1 job
-per hour 0.81 of the best Gavel policy, where ``"normalised_throughput"`` was
-1.22.
+Measured in Gavel's own simulator (docs/integrations.md §4, "The
+completion-rate objective"): at or below the best Gavel policy's mean JCT in
+10 of 13 settings (its artifact trace, three static traces, Poisson arrivals
+at 0.4-1 jobs per hour, three seeds), 0.5-1.8 % behind in three (FIFO twice:
+the longest jobs finish later); at 1 job per hour 0.81 of the best Gavel
+policy, where ``"normalised_throughput"`` was 1.22.
 
 A sum of per-job values can keep a large job waiting while smaller ones keep
 arriving (eight 1-GPU jobs beat one 8-GPU job at every call): with
