@@ -10,7 +10,12 @@ For each size, on the same request, side by side in one run (medians):
   (the model's own loader) and solving it, in-process;
 - ``service``: ``AllocationService.handle(bytes)`` in-process (parse,
   validate, translate, solve, verify, place, respond), after a warm-up that
-  freezes the heap as ``elasticopt serve`` does;
+  freezes the heap as ``elasticopt serve`` does, the same request again and
+  again (every job in the service's job cache after the first);
+- ``svc 1% new``: the same, each request with 1 % of its jobs changed (a value
+  or the samples left: what a host's next event sends), translated anew;
+- ``svc no cache``: ``AllocationService(cache_jobs=0)``, every job translated
+  at every request (the service before its job cache);
 - ``stdio``: a round trip through ``elasticopt serve --stdio`` (a subprocess);
 - ``http``: a round trip through ``elasticopt serve --http`` (urllib client);
 - ``orjson``: ``orjson.loads`` of the request's bytes alone, the least any JSON
@@ -21,7 +26,8 @@ Two request kinds: ``paper`` (fitted profiles, the instance family of
 ``elasticopt generate``) and ``values`` (caller values as PolluxPolicy sends
 them: 1..16 replicas per job priced by a speedup function).  Overhead is
 reported as milliseconds over ``solve`` and as ratios to it (in-process
-service and stdio; issue 22's target: service <= 1.25x solve at 1,000 jobs).
+service, with 1 % new jobs, and stdio; issue 22's target: service <= 1.25x
+solve at 1,000 jobs).
 """
 
 from __future__ import annotations
@@ -79,6 +85,24 @@ def requests_for(n: int, gpus: int) -> dict[str, dict[str, Any]]:
     return {"paper": paper, "values": values}
 
 
+def changed_requests(doc: dict[str, Any], count: int, share: float = 0.01) -> list[bytes]:
+    """``count`` requests, request ``r`` with ``share`` of the jobs changed from ``doc`` (a caller value or the
+    samples left; no two requests alike, so each changed job is new to the service's job cache)."""
+    jobs = doc["jobs"]
+    step = max(1, round(share * len(jobs)))
+    out = []
+    for r in range(count):
+        new = [dict(jd) for jd in jobs]
+        for i in range(r * step, (r + 1) * step):
+            jd = new[i % len(new)]
+            if "options" in jd:
+                jd["options"] = [dict(o, value=o["value"] * (1 + 1e-6 * (r + 1))) for o in jd["options"]]
+            else:
+                jd["remaining_samples"] = jd.get("remaining_samples", 10**6) + r + 1
+        out.append(json.dumps(dict(doc, jobs=new)).encode())
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, nargs="+", default=[100, 1000])
@@ -87,6 +111,7 @@ def main() -> None:
     a = ap.parse_args()
     service = AllocationService()
     service.warm_up(full=False)  # then the heap is frozen, as in `elasticopt serve` (dispatch.settle_heap)
+    uncached = AllocationService(cache_jobs=0)
     stdio = subprocess.Popen(SERVE + ["--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     http = subprocess.Popen(SERVE + ["--http", "--port", "0"], stdout=subprocess.PIPE, text=True)
     url = http.stdout.readline().split()[-1] + "/v1/solve"  # type: ignore[union-attr]
@@ -113,10 +138,13 @@ def main() -> None:
                 objective = solve(problem, a.solver).objective
                 for fn in (via_stdio, via_http):
                     assert fn()["objective"] == objective, "the transports must answer what solve answers"
+                changed = iter(changed_requests(doc, a.repeats + 1))
                 t = {
                     "solve": median_s(lambda: solve(problem, a.solver), a.repeats),
                     "load+solve": median_s(lambda: solve(problem_from_dict(model_doc), a.solver), a.repeats),
                     "service": median_s(lambda: service.handle(data), a.repeats),
+                    "svc 1% new": median_s(lambda: service.handle(next(changed)), a.repeats),
+                    "svc no cache": median_s(lambda: uncached.handle(data), a.repeats),
                     "stdio": median_s(via_stdio, a.repeats),
                     "http": median_s(via_http, a.repeats),
                     "orjson": median_s(lambda: orjson.loads(data), a.repeats),
@@ -131,11 +159,13 @@ def main() -> None:
         http.wait()
     print(f"medians of {a.repeats} requests, solver {a.solver}; overhead = transport time - solve time")
     head = f"{'jobs':>5} {'GPUs':>5} {'kind':>6} {'KiB':>6} " + " ".join(f"{k:>11}" for k in rows[0][4])
-    print(head + f" {'stdio-solve':>12} {'http-solve':>11} {'service/solve':>13} {'stdio/solve':>11}")
+    print(head + f" {'stdio-solve':>12} {'http-solve':>11} {'service/solve':>13} {'1% new/solve':>12} "
+          f"{'stdio/solve':>11}")
     for n, gpus, kind, size, t, _ in rows:
         ms = " ".join(f"{1e3 * v:>9.2f}ms" for v in t.values())
         print(f"{n:>5} {gpus:>5} {kind:>6} {size / 1024:>6.0f} {ms} {1e3 * (t['stdio'] - t['solve']):>10.2f}ms "
               f"{1e3 * (t['http'] - t['solve']):>9.2f}ms {t['service'] / t['solve']:>12.2f}x "
+              f"{t['svc 1% new'] / t['solve']:>11.2f}x "
               f"{t['stdio'] / t['solve']:>10.2f}x")
     print("\none in-process request, its own timings (ms):")
     for n, _, kind, _, _, parts in rows:

@@ -26,6 +26,17 @@ def _port(text: str) -> int:
     return port
 
 
+def _count(text: str) -> int:
+    """``--cache-jobs``: an integer >= 0."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0 (0 keeps none), found {text!r}")
+    return n
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``serve`` subcommand."""
     p = sub.add_parser(
@@ -57,6 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--record", default=None, metavar="FILE",
                    help="append every request to FILE, one JSON line each, before it is answered; "
                    "'elasticopt serve --stdio < FILE' answers them again (why did a host's run go as it did)")
+    p.add_argument("--cache-jobs", type=_count, default=16384, metavar="N",
+                   help="translated jobs kept between requests (default 16384; 0: none): a job whose JSON an earlier "
+                   "request held in the same cluster and objective is not translated again (answers are the same)")
     warm = p.add_mutually_exclusive_group()
     warm.add_argument("--warm", action="store_true", help="compile the DP's kernels for one to three pools before "
                       "the first answer (the default; the flag states it): 10-20 s once")
@@ -81,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
     limit = checked_time_limit(args.time_limit_s, "--time-limit-s", **CLI_TIME_LIMIT)
     service = AllocationService(default_solver=args.solver, default_time_limit_s=limit,
-                                placement_fallback=fallback, record=args.record)
+                                placement_fallback=fallback, record=args.record, cache_jobs=args.cache_jobs)
     if not args.no_warm_up:
         service.warm_up()  # ends with settle_heap()
     else:

@@ -24,11 +24,13 @@ from elasticopt.profiles.parametric import ParametricProfile
 
 __all__ = [
     "PROFILE_FORMAT", "get_profile", "hetero_profile_names", "hetero_profile_sets", "profile_names", "profile_sets", "register_profile",
-    "unregister_profile",
+    "registry_changes", "unregister_profile",
 ]
 
 #: Profiles registered at run time, by name.
 _REGISTERED: dict[str, ThroughputModel] = {}
+#: How many times the registered profiles changed (what a cache of jobs built from profile names keys on).
+_CHANGES = [0]
 
 PROFILE_FORMAT = "elasticopt-profiles/1"
 
@@ -118,12 +120,20 @@ def register_profile(profile: ThroughputModel, *, replace: bool = False) -> Thro
     if name in _REGISTERED and not replace and _REGISTERED[name] is not profile:
         raise DuplicateNameError("profile", name, _REGISTERED[name])
     _REGISTERED[name] = profile
+    _CHANGES[0] += 1
     return profile
 
 
 def unregister_profile(name: str) -> None:
     """Forget a profile registered with :func:`register_profile` (no error if unknown)."""
-    _REGISTERED.pop(name, None)
+    if _REGISTERED.pop(name, None) is not None:
+        _CHANGES[0] += 1
+
+
+def registry_changes() -> int:
+    """How many times :func:`register_profile` / :func:`unregister_profile` changed the registered profiles in
+    this process (a job translated from a profile name is valid while it stays the same)."""
+    return _CHANGES[0]
 
 
 def profile_names() -> list[str]:

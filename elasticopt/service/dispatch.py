@@ -31,6 +31,7 @@ from elasticopt.errors import (
 )
 from elasticopt.models.objectives import objective_names
 from elasticopt.models.table import job_values
+from elasticopt.service.jobcache import JobCache
 from elasticopt.service.placement import NodeAssignment, check_placement, place
 from elasticopt.service.protocol import (
     REQUEST_FORMAT,
@@ -38,6 +39,7 @@ from elasticopt.service.protocol import (
     ServiceError,
     RequestedSolver,
     error_response,
+    parse_request_cached,
     parse_request_screened,
     request_validator,
     validate_request,
@@ -174,6 +176,10 @@ class AllocationService:
         as it is; ``"auto"``: the first installed backend of
         :func:`~elasticopt.solvers.placement_solvers` (by its capabilities).
         The re-solve gets what is left of the request's time limit.
+    cache_jobs
+        How many translated jobs are kept between requests (:class:`~elasticopt.service.jobcache.JobCache`:
+        a job whose JSON and context an earlier request held is not translated again; answers are the same
+        without it).  0: none.
     record
         A file every request that arrives as text (:meth:`handle_bytes`, both transports) is appended to, one
         JSON line each, before it is answered (``elasticopt serve --record``): ``elasticopt serve --stdio <
@@ -188,6 +194,7 @@ class AllocationService:
         solve: Callable[..., Solution] = solve,
         placement_fallback: str | None = "auto",
         record: str | os.PathLike[str] | None = None,
+        cache_jobs: int = 16384,
     ):
         self.default_solver = RequestedSolver.from_request(default_solver)
         get_backend(self.default_solver.name)  # an unknown or missing default fails at start, not per request
@@ -200,6 +207,7 @@ class AllocationService:
             get_backend(placement_fallback)
         self.placement_fallback = placement_fallback
         self._lock = threading.Lock()
+        self.job_cache = JobCache(cache_jobs)
         self._record: BinaryIO | None = None
         self._record_lock = threading.Lock()
         if record is not None:
@@ -231,8 +239,13 @@ class AllocationService:
         t0 = time.perf_counter()
         request_id: Any = None
         try:
+            encoded: list[bytes | None] | None = None  # each job's JSON (the cache's keys), and whether it is
+            known: list[bool] | None = None  # known to pass the screen and the schema: from the fast parse only
             if isinstance(request, (bytes, str)):  # with the model loader's screen of the text (fastload)
-                doc, screened = parse_request_screened(request)
+                if self.job_cache.max_jobs:
+                    doc, screened, encoded, known = parse_request_cached(request, self.job_cache)
+                else:
+                    doc, screened = parse_request_screened(request)
             else:
                 doc, screened = dict(request), False
             t_parse = time.perf_counter()
@@ -240,11 +253,13 @@ class AllocationService:
                 request_id = doc["id"]
             if isinstance(doc, dict) and doc.get("format") == FORMAT_2:  # an instance file as `solve` reads it:
                 return self._solve_request(doc, request_id, t0, t_parse, time.perf_counter(), screened)
-            validate_request(doc)
+            validate_request(doc, known)
+            if encoded is not None:
+                self.job_cache.add_valid(encoded)
             t_valid = time.perf_counter()
             if doc.get("op", "solve") == "info":
                 return self.info(request_id)
-            return self._solve_request(doc, request_id, t0, t_parse, t_valid, screened)
+            return self._solve_request(doc, request_id, t0, t_parse, t_valid, screened, encoded)
         except ServiceError as exc:
             return error_response(request_id, exc)
         except Exception as exc:  # a bug must not take the service down
@@ -350,12 +365,12 @@ class AllocationService:
         return sol
 
     def _solve_request(self, doc: dict[str, Any], request_id: Any, t0: float, t_parse: float, t_valid: float,
-                       screened: bool = False) -> dict[str, Any]:
+                       screened: bool = False, encoded: list[bytes | None] | None = None) -> dict[str, Any]:
         if doc.get("format") == FORMAT_2:
             _check_service_fields(doc)
             tr = translate_instance(doc, screened)
         else:
-            tr = translate(doc, screened)
+            tr = translate(doc, screened, self.job_cache, encoded)
         t_tr = time.perf_counter()
         spec = RequestedSolver.from_request(doc["solver"]) if "solver" in doc else self.default_solver
         limit = checked_time_limit(doc["time_limit_s"]) if "time_limit_s" in doc else self.default_time_limit_s

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from elasticopt.errors import ElasticoptError, ValidationError
 from elasticopt.service.screen import jobs_plainly_valid
+
+if TYPE_CHECKING:
+    from elasticopt.service.jobcache import JobCache
 
 __all__ = [
     "REQUEST_FORMAT",
@@ -28,6 +32,7 @@ __all__ = [
     "ServiceError",
     "load_schema",
     "parse_request",
+    "parse_request_cached",
     "parse_request_screened",
     "request_validator",
     "validate_request",
@@ -185,6 +190,41 @@ def parse_request_screened(data: bytes | str) -> tuple[Any, bool]:
     return parse_request(data), not needs_slow_parse(raw)
 
 
+def parse_request_cached(data: bytes | str, cache: JobCache) -> tuple[Any, bool, list[bytes | None] | None,
+                                                                     list[bool] | None]:
+    """:func:`parse_request_screened` with a job cache: ``(doc, screened, encoded, known)``.
+
+    ``encoded[i]``: job ``i``'s JSON as :meth:`~elasticopt.service.jobcache.JobCache.encode` writes it;
+    ``known[i]``: that JSON passed this screen and the request schema in an earlier request
+    (:meth:`~elasticopt.service.jobcache.JobCache.known_valid`), so its values are not screened again (the
+    rest of the request is).  Both None where the request took the slow parse (then none of its jobs may be
+    remembered as known: a job's bytes are only known from the fast path, where every value was plain).
+    """
+    import orjson
+
+    from elasticopt.models.jsontext import plainly_valid
+
+    if isinstance(data, (bytes, bytearray)):
+        try:
+            doc = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            jobs = doc.get("jobs") if type(doc) is dict else None
+            encoded = cache.encode(jobs) if type(jobs) is list else None
+            if encoded is None:
+                if plainly_valid(doc):
+                    return doc, True, None, None
+            else:
+                known = cache.known_valid(encoded)
+                rest = {k: v for k, v in doc.items() if k != "jobs"}
+                rest["jobs"] = [jd for jd, k in zip(jobs, known) if not k]  # (at the depth they have in doc)
+                if plainly_valid(rest):
+                    return doc, True, encoded, known
+    doc, screened = parse_request_screened(data)
+    return doc, screened, None, None
+
+
 def _expected(rule: str, definition: Any) -> str:
     texts: dict[str, Callable[[Any], str]] = {
         "type": lambda d: f"a value of type {d if isinstance(d, str) else ' or '.join(d)}",
@@ -210,8 +250,11 @@ _ONE_OF_HINTS = {
 }
 
 
-def validate_request(doc: Any) -> dict[str, Any]:
+def validate_request(doc: Any, known_jobs: Sequence[bool] | None = None) -> dict[str, Any]:
     """Check ``doc`` against the request schema; return it.
+
+    ``known_jobs[i]`` True: job ``i``'s JSON passed the schema in an earlier request
+    (:meth:`~elasticopt.service.jobcache.JobCache.known_valid`), so the quick check skips it.
 
     First the quick, sufficient check: the request without its jobs by the compiled schema, the jobs by
     :func:`~elasticopt.service.screen.jobs_plainly_valid`; only where either does not pass does the compiled
@@ -227,7 +270,7 @@ def validate_request(doc: Any) -> dict[str, Any]:
 
     if not isinstance(doc, dict):
         raise ServiceError("invalid_request", "a request is a JSON object", "(root)", "a JSON object", type(doc).__name__)
-    if jobs_plainly_valid(doc.get("jobs", [])):
+    if jobs_plainly_valid(doc.get("jobs", []), known_jobs):
         try:
             _shell_validator()(doc)
         except fastjsonschema.JsonSchemaValueException:

@@ -40,6 +40,8 @@ from elasticopt.models.objectives import objective_names
 from elasticopt.models.instance_format2 import FORMAT_2, cluster_from_dict
 from elasticopt.models import Cluster, Job, MeasuredThroughput, Running
 from elasticopt.models.rules import divides
+from elasticopt.profiles.registry import registry_changes
+from elasticopt.service.jobcache import CachedJob, JobCache
 from elasticopt.service.protocol import ServiceError, finite
 
 __all__ = ["Translation", "ValueJob", "PoolNodes", "translate", "translate_instance", "VALUES", "SERVICE_FIELDS"]
@@ -190,12 +192,17 @@ def _rows(jd: dict[str, Any], i: int, pools: dict[str, PoolNodes]) -> list[list[
     return out
 
 
-def translate(doc: dict[str, Any], screened: bool = False) -> Translation:
+def translate(doc: dict[str, Any], screened: bool = False, cache: JobCache | None = None,
+              encoded: list[bytes | None] | None = None) -> Translation:
     """Map a schema-valid request onto the model (see the module docstring).
 
     ``screened``: the request's text holds no NaN, Infinity, 16-digit run or 3-digit exponent (the model
     loader's own screen, :func:`elasticopt.models.fastload.fast_parse`), so the loader may take its
     compiled-schema fast path (300 -> 45 ms for a 1,000-job profile request); else its full checks run.
+
+    ``cache``: jobs translated by earlier requests (:class:`~elasticopt.service.jobcache.JobCache`): a job
+    whose JSON and context it holds is not translated again; the problem is the one built without it.
+    ``encoded``: the jobs' JSON as :meth:`~elasticopt.service.jobcache.JobCache.encode` wrote it, if at hand.
 
     Raises
     ------
@@ -228,10 +235,43 @@ def translate(doc: dict[str, Any], screened: bool = False) -> Translation:
         len(row) != 3 for jd in jobs for row in jd.get("throughput", ()))
     inst_jobs: list[dict[str, Any]] = []
     request_index: list[int] = []  # request_index[m] = index in the request of the model's job m
+    # with a cache: slots[m] = the model's job m as cached, or None where it is built now from inst_jobs[r]
+    # (built[r] = (m, i): its model index and request index); keys[i]: job i's key to keep it under after the
+    # request is translated, None for a job the cache holds already or cannot key
+    ctx = None if cache is None else cache.context(doc["cluster"], objective, allow, model_allow, general, penalty,
+                                                   registry_changes())
+    if ctx is not None and (encoded is None or len(encoded) != len(jobs)):
+        encoded = cache.encode(jobs)  # type: ignore[union-attr]
+    if encoded is None:
+        ctx = None
+    slots: list[Job | None] = []
+    built: list[tuple[int, int]] = []
+    keys: list[tuple[bytes, bytes] | None] = []
     current: dict[str, tuple[str, list[tuple[int, int]]]] = {}
     value_jobs: dict[str, ValueJob] = {}
     left_out: list[str] = []
+    seen: dict[str, int] = {}  # job id -> its request index: ids are distinct in the request, not only in the
+    # model (a job left out of it under another job's id took that job's values and allocation: a KeyError)
     for i, jd in enumerate(jobs):
+        first = seen.setdefault(jd["id"], i)
+        if first != i:
+            raise ServiceError("invalid_request", f"jobs[{i}].id: expected a unique id (jobs[{first}] has it too)",
+                               f"jobs[{i}].id", f"a unique id (jobs[{first}] has it too)", jd["id"])
+        key = None if ctx is None or encoded[i] is None else (ctx, encoded[i])  # type: ignore[index]
+        keys.append(key)
+        hit = None if key is None else cache.get(key)  # type: ignore[union-attr]
+        if hit is not None:
+            keys[-1] = None  # (kept already)
+            if hit.value_job is not None:
+                value_jobs[jd["id"]] = hit.value_job
+            if hit.current is not None:
+                current[jd["id"]] = hit.current
+            if hit.job is None:
+                left_out.append(jd["id"])
+            else:
+                slots.append(hit.job)
+                request_index.append(i)
+            continue
         where = f"jobs[{i}]"
         has_values = "options" in jd
         if has_values != (objective == VALUES):
@@ -283,42 +323,72 @@ def translate(doc: dict[str, Any], screened: bool = False) -> Translation:
                 out["running"]["restart_cost_s"] = run["restart_cost_s"]
             if general:
                 out["running"]["type"] = run_pool
+        built.append((len(slots), i))
+        slots.append(None)
         inst_jobs.append(out)
         request_index.append(i)
     priority = None
     if "priority" in doc:
         skip = set(left_out)
         priority = [j for j in doc["priority"] if j not in skip]
+    if ctx is None:
+        problem = _build_problem(objective, inst_jobs, request_index, model_cluster, cluster, model_allow, general,
+                                 penalty, priority, screened)
+        return Translation(problem, pools, current, value_jobs, tuple(left_out), tuple(request_index))
+    template = cache.template(ctx) if not inst_jobs else None  # type: ignore[union-attr]
+    try:
+        if template is None:  # the jobs not cached, through the model's checks (the request's rules across jobs
+            # -- distinct ids, priority -- are checked on the whole problem below)
+            template = _build_problem(objective, inst_jobs, [i for _, i in built], model_cluster, cluster,
+                                      model_allow, general, penalty, None, screened)
+            for (m, _), job in zip(built, template.jobs):
+                slots[m] = job
+        problem = Problem(template.cluster, tuple(slots), template.objective,  # type: ignore[arg-type]
+                          template.allow_preemption, template.rescale_penalty,
+                          tuple(priority) if priority is not None else None, template.node_aware)
+    except (ServiceError, ValidationError):  # worded exactly as without the cache (which jobs came first)
+        return translate(doc, screened)
+    cache.put_template(ctx, template)  # type: ignore[union-attr]
+    kept = {i: slots[m] for m, i in built}  # the jobs built now, by request index; the others left out
+    for i, (jd, key) in enumerate(zip(jobs, keys)):
+        if key is not None:
+            cache.put(key, CachedJob(kept.get(i), value_jobs.get(jd["id"]), current.get(jd["id"])))  # type: ignore[union-attr]
+    return Translation(problem, pools, current, value_jobs, tuple(left_out), tuple(request_index))
+
+
+def _build_problem(objective: str, inst_jobs: list[dict[str, Any]], index: Sequence[int], model_cluster: Cluster,
+                   cluster: dict[str, Any], model_allow: bool, general: bool, penalty: Any,
+                   priority: list[str] | None, screened: bool) -> Problem:
+    """The model's problem of the translated jobs, by the model's constructors or loader (errors at the
+    request's paths: ``index[m]`` is the request index of ``inst_jobs[m]``)."""
     try:
         if objective == VALUES:
-            problem = _values_problem(inst_jobs, model_cluster, model_allow, priority)
-        else:
-            inst: dict[str, Any] = {
-                "format": FORMAT_2 if general else FORMAT_1,
-                "cluster": cluster,
-                "objective": objective,
-                "allow_preemption": model_allow,
-                "jobs": inst_jobs,
-            }
-            if penalty:
-                inst["rescale_penalty"] = penalty
-            if priority is not None:
-                inst["priority"] = priority
-            # built here from a request the request schema passed: with its values screened, the loader's
-            # schema pass would only repeat that one (10 of 20 ms at 1,000 jobs); the constructors check
-            try:
-                problem = problem_from_dict(inst, file="request", _screened=screened, _trusted=screened)
-            except ValidationError:
-                if not screened:
-                    raise
-                # invalid: worded by every check, as when unscreened (the constructors may name another field
-                # first: a row's 1.0 GPUs passes the request schema, and max_local derived from it failed)
-                problem = problem_from_dict(inst, file="request")
+            return _values_problem(inst_jobs, model_cluster, model_allow, priority)
+        inst: dict[str, Any] = {
+            "format": FORMAT_2 if general else FORMAT_1,
+            "cluster": cluster,
+            "objective": objective,
+            "allow_preemption": model_allow,
+            "jobs": inst_jobs,
+        }
+        if penalty:
+            inst["rescale_penalty"] = penalty
+        if priority is not None:
+            inst["priority"] = priority
+        # built here from a request the request schema passed: with its values screened, the loader's
+        # schema pass would only repeat that one (10 of 20 ms at 1,000 jobs); the constructors check
+        try:
+            return problem_from_dict(inst, file="request", _screened=screened, _trusted=screened)
+        except ValidationError:
+            if not screened:
+                raise
+            # invalid: worded by every check, as when unscreened (the constructors may name another field
+            # first: a row's 1.0 GPUs passes the request schema, and max_local derived from it failed)
+            return problem_from_dict(inst, file="request")
     except ValidationError as exc:  # InstanceError too: the model's checks, paths of the model's jobs
-        path = _request_path(exc.path, request_index)
+        path = _request_path(exc.path, index)
         raise ServiceError("invalid_request", f"{path}: expected {exc.expected}", path, exc.expected,
                            exc.found) from None
-    return Translation(problem, pools, current, value_jobs, tuple(left_out), tuple(request_index))
 
 
 def _request_path(path: str, request_index: Sequence[int]) -> str:
