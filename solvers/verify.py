@@ -62,14 +62,36 @@ def _offered(problem: Problem, job) -> list[Option]:
     return [o for o, v in zip(opts, job_values(problem, job, opts)) if not math.isnan(v)]
 
 
-def _priced_at(job: Job, solution: Solution, default_type: str | None) -> set[tuple[str | None, int, int]]:
+def _priced_at(job: Job, solution: Solution, default_type: str | None) -> tuple[str | None, int, int]:
     """The (type, k, b) whose options :func:`verify` enumerates under a per-option objective: the chosen one.
 
     All options there, packed and not: whether the chosen option is a running job's current one (no rescale
     penalty) is decided among the options at the current (type, k, b) alone
     (:func:`~elasticopt.models.objectives.current_key`), so it is decided as on the full list."""
     k, b = solution.allocation[job.id]  # type: ignore[misc]
-    return {(solution.gpu_types.get(job.id, default_type), k, b)}
+    return solution.gpu_types.get(job.id, default_type), k, b
+
+
+#: What :meth:`Job.typed_options` enumerated, by (job, cluster, node-aware, chosen (type, k, b) or None for all):
+#: a pure function of immutable objects, reused for the same objects (the service's job cache hands the same
+#: ``Job`` and ``Cluster`` objects from request to request); each entry holds its job and cluster, so their ids
+#: cannot be another object's while it lives.  Cleared when full.
+_OPTIONS: dict[tuple[int, int, bool, tuple | None], tuple[Job, object, list[Option]]] = {}
+_OPTIONS_MAX = 8192
+
+
+def _typed_options(job: Job, cluster: object, node_aware: bool,
+                   at: tuple[str | None, int, int] | None = None) -> list[Option]:
+    """``job.typed_options(cluster, node_aware[, {at}])``, reused for the same job and cluster objects."""
+    key = (id(job), id(cluster), node_aware, at)
+    hit = _OPTIONS.get(key)
+    if hit is not None and hit[0] is job and hit[1] is cluster:
+        return hit[2]
+    opts = job.typed_options(cluster, node_aware, None if at is None else {at})  # type: ignore[arg-type]
+    if len(_OPTIONS) >= _OPTIONS_MAX:
+        _OPTIONS.clear()
+    _OPTIONS[key] = (job, cluster, opts)
+    return opts
 
 
 def _tie(problem: Problem, solution: Solution) -> dict[str, int]:
@@ -182,10 +204,10 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
             continue
         placed.append(job)
     if get_objective(problem.objective).per_option:  # price the chosen options alone
-        typed = [job.typed_options(cluster, problem.node_aware, _priced_at(job, solution, default_type))
+        typed = [_typed_options(job, cluster, problem.node_aware, _priced_at(job, solution, default_type))
                  for job in placed]
     else:
-        typed = [job.typed_options(cluster, problem.node_aware) for job in placed]
+        typed = [_typed_options(job, cluster, problem.node_aware) for job in placed]
     for job, opts, vals in zip(placed, typed, jobs_values(problem, placed, typed)):  # one objective pass
         k, b = solution.allocation[job.id]  # type: ignore[misc]
         t = solution.gpu_types.get(job.id, default_type)
