@@ -173,6 +173,21 @@ def parse_request_screened(data: bytes | str) -> tuple[Any, bool]:
     ServiceError
         As :func:`parse_request`.
     """
+    doc, screened, _, _ = parse_request_cached(data, None)
+    return doc, screened
+
+
+def parse_request_cached(data: bytes | str, cache: JobCache | None) -> tuple[Any, bool, list[bytes | None] | None,
+                                                                            list[bool] | None]:
+    """:func:`parse_request_screened` with a job cache: ``(doc, screened, encoded, known)``.
+
+    ``encoded[i]``: job ``i``'s JSON as :meth:`~elasticopt.service.jobcache.JobCache.encode` writes it;
+    ``known[i]``: that JSON passed this screen and the request schema in an earlier request
+    (:meth:`~elasticopt.service.jobcache.JobCache.known_valid`), so its values are not screened again (the
+    rest of the request is).  Both None where the request took the slow parse (then none of its jobs may be
+    remembered as known: a job's bytes are only known from the fast path, where every value was plain), and
+    where ``cache`` is None (:func:`parse_request_screened`).
+    """
     import orjson
 
     from elasticopt.models.fastload import needs_slow_parse
@@ -184,34 +199,8 @@ def parse_request_screened(data: bytes | str) -> tuple[Any, bool]:
         except orjson.JSONDecodeError:
             pass
         else:
-            if plainly_valid(doc):
-                return doc, True
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
-    return parse_request(data), not needs_slow_parse(raw)
-
-
-def parse_request_cached(data: bytes | str, cache: JobCache) -> tuple[Any, bool, list[bytes | None] | None,
-                                                                     list[bool] | None]:
-    """:func:`parse_request_screened` with a job cache: ``(doc, screened, encoded, known)``.
-
-    ``encoded[i]``: job ``i``'s JSON as :meth:`~elasticopt.service.jobcache.JobCache.encode` writes it;
-    ``known[i]``: that JSON passed this screen and the request schema in an earlier request
-    (:meth:`~elasticopt.service.jobcache.JobCache.known_valid`), so its values are not screened again (the
-    rest of the request is).  Both None where the request took the slow parse (then none of its jobs may be
-    remembered as known: a job's bytes are only known from the fast path, where every value was plain).
-    """
-    import orjson
-
-    from elasticopt.models.jsontext import plainly_valid
-
-    if isinstance(data, (bytes, bytearray)):
-        try:
-            doc = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
-        else:
             jobs = doc.get("jobs") if type(doc) is dict else None
-            encoded = cache.encode(jobs) if type(jobs) is list else None
+            encoded = cache.encode(jobs) if cache is not None and type(jobs) is list else None
             if encoded is None:
                 if plainly_valid(doc):
                     return doc, True, None, None
@@ -221,8 +210,8 @@ def parse_request_cached(data: bytes | str, cache: JobCache) -> tuple[Any, bool,
                 rest["jobs"] = [jd for jd, k in zip(jobs, known) if not k]  # (at the depth they have in doc)
                 if plainly_valid(rest):
                     return doc, True, encoded, known
-    doc, screened = parse_request_screened(data)
-    return doc, screened, None, None
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    return parse_request(data), not needs_slow_parse(raw), None, None
 
 
 def _expected(rule: str, definition: Any) -> str:

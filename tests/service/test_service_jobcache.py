@@ -231,3 +231,16 @@ def test_serve_takes_cache_jobs_and_refuses_a_bad_count():
     bad = subprocess.run(serve + ["--cache-jobs", "-1"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--cache-jobs: expected an integer >= 0 (0 keeps none), found '-1'" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_known_job_changed_to_hold_a_value_no_parse_accepts_is_refused_as_without_the_cache():
+    """Only a job's exact JSON is known: the same job with an integer past 2**53, or past 64 bits (orjson reads
+    it as a float), is new, screened, and refused as an uncached service refuses it."""
+    service, plain = AllocationService(), AllocationService(cache_jobs=0)
+    doc = _values_request(2)
+    assert _answer(service, doc)["ok"]
+    for big in ("9007199254740993", "123456789012345678901234567890"):
+        text = json.dumps(doc).replace('"gpus": 1, "value": 1.0}', '"gpus": %s, "value": 1.0}' % big, 1)
+        cached, fresh = service.handle(text.encode()), plain.handle(text.encode())
+        cached.pop("timings", None), fresh.pop("timings", None)
+        assert not cached["ok"] and cached == fresh and cached["error"]["path"].startswith("jobs[0].options[0]")
