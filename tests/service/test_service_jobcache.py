@@ -244,3 +244,18 @@ def test_a_known_job_changed_to_hold_a_value_no_parse_accepts_is_refused_as_with
         cached, fresh = service.handle(text.encode()), plain.handle(text.encode())
         cached.pop("timings", None), fresh.pop("timings", None)
         assert not cached["ok"] and cached == fresh and cached["error"]["path"].startswith("jobs[0].options[0]")
+
+
+def test_threads_sharing_the_cache_get_the_answers_of_a_service_without_it():
+    """The HTTP transport answers requests in parallel threads (only the solve is serialised): the cache is
+    looked up and filled by several at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    docs = [doc for seed in range(6) for doc in _sequence(random.Random(seed), 5)]
+    plain = AllocationService(cache_jobs=0)
+    expected = [_answer(plain, doc) for doc in docs]
+    shared = AllocationService(cache_jobs=64)  # small: entries are dropped while others are looked up
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        for _ in range(2):
+            assert list(pool.map(lambda d: _answer(shared, d), docs)) == expected
+    assert shared.job_cache.hits > 0 and len(shared.job_cache) <= 64
