@@ -217,6 +217,8 @@ def _pack(pool: Pool, jobs: Sequence[tuple[int, bool]], current, max_steps: int,
             out[j] = {}
     size = [len(b) - len(taken[n]) if n in taken else len(b) for n, b in enumerate(base)]
     free = FreeNodes(size)  # size, indexed by free GPUs for the greedy takes (changed by free.sub only)
+    # per node its free GPU indices, ascending, once the kept jobs hold theirs (only give() takes from here on)
+    free_ix = [sorted(b - taken[n]) if n in taken else sorted(b) for n, b in enumerate(base)]
 
     def give(j: int, got: Mapping[int, int]) -> None:
         """Job j gets ``got[n]`` more GPUs of node n: the lowest free indices."""
@@ -224,11 +226,12 @@ def _pack(pool: Pool, jobs: Sequence[tuple[int, bool]], current, max_steps: int,
         for n, c in sorted(got.items()):
             if not c:
                 continue
-            held = taken.setdefault(n, set())
-            ix = sorted(base[n] - held)[:c]
-            held.update(ix)
+            left = free_ix[n]
+            ix = left[:c]
+            del left[:c]
             free.sub(n, c)
-            mine[n] = tuple(sorted(mine.get(n, ()) + tuple(ix)))
+            have = mine.get(n)
+            mine[n] = tuple(sorted(have + tuple(ix))) if have else tuple(ix)
         out[j] = dict(sorted(mine.items()))
 
     order = sorted(packed_rest, key=lambda j: (-jobs[j][0], j))
