@@ -164,7 +164,7 @@ def _option_rows(problem: Problem) -> OptionRows:
                                         all_s)
     rows = OptionRows(job, k, b, s, t, p, types)
     fj, ft, fk, fb, fp, fs = ix.flat
-    if fj:  # measured points, read flat: merge and restore each job's (type, k, packed, b) order
+    if len(fj):  # measured points, read flat: merge and restore each job's (type, k, packed, b) order
         cat2 = (lambda a, xs, dt: np.concatenate([a, np.asarray(xs, dtype=dt)]))
         j_, t_ = cat2(rows.job, fj, np.int64), cat2(rows.gpu_type, ft, np.int64)
         k_, b_, p_ = cat2(rows.gpus, fk, np.int64), cat2(rows.batch, fb, np.int64), cat2(rows.packed, fp, bool)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import chain
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from elasticopt.models.problem import Pool, Problem
-from elasticopt.models.rules import NO_LIMIT, fits, fits_array
+from elasticopt.models.rules import NO_LIMIT, fits_array
 from elasticopt.profiles.throughput import MeasuredThroughput
 
 __all__ = ["option_blocks", "Block", "OptionIndex"]
@@ -172,8 +173,30 @@ class OptionIndex:
     pair_size: np.ndarray
     arrays: Block
     #: measured points of the jobs' own :class:`MeasuredThroughput` models, flat (unsorted):
-    #: ``(job row, type index, k, b, packed, samples/s)`` lists
-    flat: tuple[list, list, list, list, list, list] = ((), (), (), (), (), ())  # type: ignore[assignment]
+    #: ``(job row, type index, k, b, packed, samples/s)`` arrays
+    flat: tuple[np.ndarray, ...]
+
+
+def _own_points(own: list[Mapping[tuple[int, int], float]],
+                own_at: list[tuple[int, int, bool, int, int, int, int, int]]) -> tuple[np.ndarray, ...]:
+    """The points of the jobs' own models that keep to their rules, flat: ``(job row, type index, k, b, packed,
+    samples/s)`` arrays (``own[i]``: one model's points, ``own_at[i]``: its job, type, packed flag and limits
+    ``(gmin, k_hi, bmin, bmax, mloc)``), read in C and checked at once (:func:`~elasticopt.models.rules.fits_array`,
+    the array form of the rule the per-point loop it replaces applied)."""
+    if not own:
+        return _NO_POINTS
+    sizes = np.fromiter(map(len, own), dtype=np.int64, count=len(own))
+    total = int(sizes.sum())
+    kb = np.fromiter(chain.from_iterable(chain.from_iterable(own)), dtype=np.int64, count=2 * total).reshape(-1, 2)
+    sps = np.fromiter(chain.from_iterable(d.values() for d in own), dtype=np.float64, count=total)
+    at = np.repeat(np.array(own_at, dtype=np.int64), sizes, axis=0)  # per point: its model's row of own_at
+    k, b = kb[:, 0], kb[:, 1]
+    keep = fits_array(k, b, at[:, 3], at[:, 4], at[:, 5], at[:, 6], at[:, 7])
+    return at[keep, 0], at[keep, 1], k[keep], b[keep], at[keep, 2].astype(bool), sps[keep]
+
+
+_NO_POINTS: tuple[np.ndarray, ...] = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                      np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.float64))
 
 
 def option_blocks(problem: Problem) -> OptionIndex:
@@ -188,12 +211,8 @@ def option_blocks(problem: Problem) -> OptionIndex:
     pt: list[int] = []
     ps: list[int] = []
     pn: list[int] = []
-    fj: list[int] = []
-    ft: list[int] = []
-    fk: list[int] = []
-    fb: list[int] = []
-    fp: list[bool] = []
-    fs: list[float] = []
+    own: list[Mapping[tuple[int, int], float]] = []  # measured points of the jobs' own models, one dict each,
+    own_at: list[tuple[int, int, bool, int, int, int, int, int]] = []  # and (job, type, packed, limits) of it
     big = NO_LIMIT
     for j, (tp, jtypes, gmin, gmax, bmin, bmax, mloc) in enumerate(map(_JOB_FIELDS, problem.jobs)):
         per_type = _IS_MAPPING.get(type(tp))
@@ -208,16 +227,11 @@ def option_blocks(problem: Problem) -> OptionIndex:
             if model is None:
                 continue
             khi = gmax if gmax < cap else cap
-            if type(model) is MeasuredThroughput:  # a job's own points: nothing to share, read them flat
+            if type(model) is MeasuredThroughput:  # a job's own points: nothing to share, read flat (below)
                 for pts, packed in ((model.points, False), (model.packed, True)):
-                    for (k, b), v in pts.items():
-                        if fits(k, b, gmin, khi, bmin, bmax, mloc):
-                            fj.append(j)
-                            ft.append(ti)
-                            fk.append(k)
-                            fb.append(b)
-                            fp.append(packed)
-                            fs.append(v)
+                    if pts:
+                        own.append(pts)
+                        own_at.append((j, ti, packed, gmin, khi, bmin, bmax, mloc))
                 continue
             key = (id(model), gmin, khi, bmin, bmax, mloc)  # flat: cheap to hash
             hit = cache.get(key)
@@ -231,7 +245,7 @@ def option_blocks(problem: Problem) -> OptionIndex:
                 pn.append(hit[2])
     out = OptionIndex(np.asarray(pj, dtype=np.int64), np.asarray(pt, dtype=np.int64),
                       np.asarray(ps, dtype=np.int64), np.asarray(pn, dtype=np.int64), _ARENA.arrays(),
-                      (fj, ft, fk, fb, fp, fs))
+                      _own_points(own, own_at))
     if sum(map(len, _CACHE.values())) >= _CACHE_MAX:  # only after this call's offsets are taken (they point into
         _CACHE.clear()  # this arena)
         _ARENA = _Arena()
