@@ -335,20 +335,24 @@ def translate(doc: dict[str, Any], screened: bool = False, cache: JobCache | Non
         problem = _build_problem(objective, inst_jobs, request_index, model_cluster, cluster, model_allow, general,
                                  penalty, priority, screened)
         return Translation(problem, pools, current, value_jobs, tuple(left_out), tuple(request_index))
-    template = cache.template(ctx) if not inst_jobs else None  # type: ignore[union-attr]
+    # the problem-level fields built in this context before: the same Cluster object from request to request
+    # (what verify reuses its enumerations by, with the jobs)
+    template = cache.template(ctx)  # type: ignore[union-attr]
     try:
-        if template is None:  # the jobs not cached, through the model's checks (the request's rules across jobs
-            # -- distinct ids, priority -- are checked on the whole problem below)
-            template = _build_problem(objective, inst_jobs, [i for _, i in built], model_cluster, cluster,
-                                      model_allow, general, penalty, None, screened)
-            for (m, _), job in zip(built, template.jobs):
+        if inst_jobs or template is None:  # the jobs not cached, through the model's checks (the request's rules
+            # across jobs -- distinct ids, priority -- are checked on the whole problem below)
+            sub = _build_problem(objective, inst_jobs, [i for _, i in built], model_cluster, cluster, model_allow,
+                                 general, penalty, None, screened)
+            for (m, _), job in zip(built, sub.jobs):
                 slots[m] = job
+            if template is None:
+                template = sub
+                cache.put_template(ctx, sub)  # type: ignore[union-attr]
         problem = Problem(template.cluster, tuple(slots), template.objective,  # type: ignore[arg-type]
                           template.allow_preemption, template.rescale_penalty,
                           tuple(priority) if priority is not None else None, template.node_aware)
     except (ServiceError, ValidationError):  # worded exactly as without the cache (which jobs came first)
         return translate(doc, screened)
-    cache.put_template(ctx, template)  # type: ignore[union-attr]
     kept = {i: slots[m] for m, i in built}  # the jobs built now, by request index; the others left out
     for i, (jd, key) in enumerate(zip(jobs, keys)):
         if key is not None:
