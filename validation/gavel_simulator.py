@@ -208,10 +208,23 @@ def run_one(sched: Path, python: str, driver: str, args: list[str], policy: str,
             code = wait_host(start_host([python, str(Path(tmp) / "eo_runner.py"), *args, "-p", policy],
                                         cwd=sched, env=env, stdout=fh, stderr=subprocess.STDOUT))
     if code != 0:
-        tail = log.read_text()[-1500:]
-        raise ElasticoptError(f"Gavel's {driver} exited with {code} for policy {policy} "
-                              f"(log {log}):\n{tail}")
+        text = log.read_text()
+        tail = text[-1500:]
+        if code == 2 or policy == OURS:  # its arguments refused (argparse), or the drop-in failed: the run's error
+            raise ElasticoptError(f"Gavel's {driver} exited with {code} for policy {policy} "
+                                  f"(log {log}):\n{tail}")
+        last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), f"exit status {code}")
+        raise HostPolicyFailed(policy, last, log)
     return host_records.read_record(result, f"{driver} -p {policy}")
+
+
+class HostPolicyFailed(ElasticoptError):
+    """One of Gavel's own policies stopped the simulation (e.g. its LP solver failed): a result, not the run's
+    error; the table shows the policy as failed, with the last line of its log."""
+
+    def __init__(self, policy: str, reason: str, log: Path):
+        self.policy, self.reason, self.log = policy, reason, log
+        super().__init__(f"{policy}: Gavel's simulation stopped: {reason} (log {log})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,8 +267,13 @@ def main(argv: list[str] | None = None) -> int:
                 rows = []
                 for policy in policies:
                     print(f"gavel_simulator: {name}: {policy} ...", file=sys.stderr, flush=True)
-                    rec = run_one(sched, python, driver, args, policy, out, serve, quiet=True,
-                                  options=options if policy == OURS else None)
+                    try:
+                        rec = run_one(sched, python, driver, args, policy, out, serve, quiet=True,
+                                      options=options if policy == OURS else None)
+                    except HostPolicyFailed as exc:  # the other policies still run; the row says why not this
+                        print(f"gavel_simulator: {exc}", file=sys.stderr, flush=True)
+                        rows.append(host_records.failed(policy, exc.reason))
+                        continue
                     rows.append(host_records.summarize(policy, rec, str(out / f"{policy}.json")))
                     if policy == OURS:
                         ours_calls.extend(rec.get("calls_ms") or [])

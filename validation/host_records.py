@@ -69,6 +69,15 @@ def summarize(policy: str, record: dict, where: str) -> RunSummary:
         call_max_ms=max(calls) if calls else math.nan, extra=dict(record.get("extra") or {}))
 
 
+def failed(policy: str, reason: str) -> RunSummary:
+    """The row of a host policy whose run stopped before its end (``reason``: the last line of its log); it is
+    never the best host policy."""
+    nan = math.nan
+    return RunSummary(policy=policy, measured_jobs=0, finished_jobs=0, mean_jct_s=nan, median_jct_s=nan,
+                      p99_jct_s=nan, makespan_s=nan, restarts_per_job=nan, calls=0, call_median_ms=nan,
+                      call_p99_ms=nan, call_max_ms=nan, extra={"failed": reason})
+
+
 def _f(x: float, digits: int = 0) -> str:
     return "—" if x != x else f"{x:,.{digits}f}"
 
@@ -84,7 +93,8 @@ def table(workload: str, rows: list[RunSummary], ours: str, extra_cols: tuple[st
     lines = [f"**{workload}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         pub = (published or {}).get(r.policy, math.nan)
-        cells = [r.policy, f"{r.finished_jobs}/{r.measured_jobs}", _f(r.mean_jct_s), _f(r.median_jct_s),
+        done = f"failed: {r.extra['failed'][:160]}" if r.extra.get("failed") else f"{r.finished_jobs}/{r.measured_jobs}"
+        cells = [r.policy, done.replace("|", "/"), _f(r.mean_jct_s), _f(r.median_jct_s),
                  _f(r.p99_jct_s), _f(r.makespan_s), _f(r.restarts_per_job, 2),
                  *[str(r.extra.get(c, "—")) for c in extra_cols],
                  str(r.calls), _f(r.call_median_ms, 1), _f(r.call_p99_ms, 1), _f(r.call_max_ms, 1), _f(pub)]

@@ -33,16 +33,19 @@ class HostPolicy:
     def name(self):
         return self._name
     def get_allocation(self, throughputs, scale_factors, *rest):  # (priority_weights,) cluster_spec
+        if self._name == "MinTotalDuration_Perf":  # as Gavel's LP policies stop when cvxpy's solver fails
+            raise RuntimeError("cvxpy.error.SolverError: Solver 'ECOS' failed. Try another solver")
         cluster_spec = rest[-1]
         return {j: {t: (1.0 / len(throughputs)) for t in cluster_spec} for j in throughputs}
 
 def get_available_policies():
-    return ["max_min_fairness_perf", "fifo_perf"]
+    return ["max_min_fairness_perf", "fifo_perf", "min_total_duration_perf"]
 
 def get_policy(policy_name, solver=None, seed=None, priority_reweighting_policies=None):
     if policy_name not in get_available_policies():
         raise ValueError(policy_name)
-    return HostPolicy({"max_min_fairness_perf": "MaxMinFairness_Perf", "fifo_perf": "FIFO_Perf"}[policy_name])
+    return HostPolicy({"max_min_fairness_perf": "MaxMinFairness_Perf", "fifo_perf": "FIFO_Perf",
+                       "min_total_duration_perf": "MinTotalDuration_Perf"}[policy_name])
 
 def parse_trace(path):
     jobs = []
@@ -256,6 +259,23 @@ def test_dropin_options_choose_the_objective_and_gavel_calls_it_by_that_name(tmp
     rec = json.loads((out_dir / "artifact" / "elasticopt.json").read_text())
     assert rec["extra"]["policy name"] == "Elasticopt_Perf"
     assert all(v is not None for v in rec["jct_s"].values())
+
+
+def test_a_gavel_policy_that_stops_is_a_failed_row_and_the_others_run(tmp_path, capsys):
+    """Gavel's LP policies can stop the simulation (cvxpy's ``Solver 'ECOS' failed``): the runner used to end
+    there with every other policy's table lost; the policy is now a row that says why, the best host policy
+    is taken among those that ended, and the runner still ends with 0."""
+    fake_gavel(tmp_path / "g")
+    out_dir = tmp_path / "results"
+    rc = gs.main(["--gavel", str(tmp_path / "g"), "--python", sys.executable, "--workloads", "artifact",
+                  "--policies", "min_total_duration_perf,fifo_perf", "--serve", SERVE, "--out", str(out_dir)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    row = next(line for line in cap.out.splitlines() if line.startswith("| min_total_duration_perf |"))
+    assert "failed: RuntimeError: cvxpy.error.SolverError: Solver 'ECOS' failed" in row and "| — |" in row
+    assert "| fifo_perf | 6/6 |" in cap.out and "best host policy (fifo_perf)" in cap.out
+    assert "min_total_duration_perf: Gavel's simulation stopped" in cap.err
+    assert "failed: RuntimeError" in (out_dir / "table.md").read_text()
 
 
 def test_clear_errors(tmp_path, capsys):
