@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -193,8 +194,9 @@ def workload_args(name: str, sched: Path, cluster_spec: str, generated: str) -> 
 
 
 def run_one(sched: Path, python: str, driver: str, args: list[str], policy: str, out: Path,
-            serve: list[str], quiet: bool, options: dict | None = None) -> dict:
-    """Gavel's driver on one workload with one policy; the record the runner script wrote."""
+            serve: list[str], quiet: bool, options: dict | None = None, timeout_s: float | None = None) -> dict:
+    """Gavel's driver on one workload with one policy; the record the runner script wrote.  Past ``timeout_s``
+    the simulation is stopped and :class:`HostPolicyFailed` raised (for the drop-in too: a row, not an error)."""
     result = out / f"{policy}.json"
     result.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="eo-gavel-") as tmp:
@@ -205,8 +207,12 @@ def run_one(sched: Path, python: str, driver: str, args: list[str], policy: str,
                    PYTHONPATH=os.pathsep.join([str(sched), tmp]))
         log = out / f"{policy}.log"
         with open(log, "w") as fh:  # stopped with the runner (SIGTERM, SIGINT): hosts_stopped_on_signal in main
-            code = wait_host(start_host([python, str(Path(tmp) / "eo_runner.py"), *args, "-p", policy],
-                                        cwd=sched, env=env, stdout=fh, stderr=subprocess.STDOUT))
+            try:
+                code = wait_host(start_host([python, str(Path(tmp) / "eo_runner.py"), *args, "-p", policy],
+                                            cwd=sched, env=env, stdout=fh, stderr=subprocess.STDOUT), timeout_s)
+            except subprocess.TimeoutExpired:
+                raise HostPolicyFailed(policy, f"did not end within --timeout-s {timeout_s:g} s (stopped)",
+                                       log) from None
     if code != 0:
         text = log.read_text()
         tail = text[-1500:]
@@ -219,12 +225,13 @@ def run_one(sched: Path, python: str, driver: str, args: list[str], policy: str,
 
 
 class HostPolicyFailed(ElasticoptError):
-    """One of Gavel's own policies stopped the simulation (e.g. its LP solver failed): a result, not the run's
-    error; the table shows the policy as failed, with the last line of its log."""
+    """A policy's simulation ended early -- one of Gavel's own policies stopped it (e.g. its LP solver failed),
+    or it ran past ``--timeout-s`` -- : a result, not the run's error; the table shows the policy as failed,
+    with the last line of its log or the time limit."""
 
     def __init__(self, policy: str, reason: str, log: Path):
         self.policy, self.reason, self.log = policy, reason, log
-        super().__init__(f"{policy}: Gavel's simulation stopped: {reason} (log {log})")
+        super().__init__(f"{policy}: the simulation stopped early: {reason} (log {log})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -242,9 +249,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="folder for logs, records and table.md (default: a temporary folder, removed)")
     ap.add_argument("--serve", default=None,
                     help="command of the service (default: this interpreter's `-m elasticopt serve --stdio`)")
+    ap.add_argument("--timeout-s", type=float, default=None,
+                    help="stop a policy's simulation after this many seconds and show it as not ended (default: "
+                    "none; Gavel's policies can run for hours where they starve a job)")
     ap.add_argument("--dropin-options", default="{}", metavar="JSON",
                     help='keyword arguments of GavelPolicy, a JSON object, e.g. \'{"patience_calls": 8}\'')
     a = ap.parse_args(argv)
+    if a.timeout_s is not None and not (a.timeout_s > 0 and math.isfinite(a.timeout_s)):
+        print(f"gavel_simulator: error: --timeout-s {a.timeout_s:g}: expected a number of seconds > 0",
+              file=sys.stderr)
+        return 2
     serve = shlex.split(a.serve) if a.serve else [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
     tmp = None
     try:
@@ -269,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"gavel_simulator: {name}: {policy} ...", file=sys.stderr, flush=True)
                     try:
                         rec = run_one(sched, python, driver, args, policy, out, serve, quiet=True,
-                                      options=options if policy == OURS else None)
+                                      options=options if policy == OURS else None, timeout_s=a.timeout_s)
                     except HostPolicyFailed as exc:  # the other policies still run; the row says why not this
                         print(f"gavel_simulator: {exc}", file=sys.stderr, flush=True)
                         rows.append(host_records.failed(policy, exc.reason))

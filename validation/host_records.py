@@ -101,7 +101,7 @@ def table(workload: str, rows: list[RunSummary], ours: str, extra_cols: tuple[st
         lines.append("| " + " | ".join(cells) + " |")
     mine = [r for r in rows if r.policy == ours]
     hosts = [r for r in rows if r.policy != ours and r.finished_jobs == r.measured_jobs and r.measured_jobs]
-    if mine and hosts:
+    if mine and hosts and not mine[0].extra.get("failed"):
         best = min(hosts, key=lambda r: r.mean_jct_s)
         lines.append("")
         lines.append(f"{ours} / best host policy ({best.policy}) on mean JCT: "

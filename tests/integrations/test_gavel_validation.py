@@ -274,8 +274,22 @@ def test_a_gavel_policy_that_stops_is_a_failed_row_and_the_others_run(tmp_path, 
     row = next(line for line in cap.out.splitlines() if line.startswith("| min_total_duration_perf |"))
     assert "failed: RuntimeError: cvxpy.error.SolverError: Solver 'ECOS' failed" in row and "| — |" in row
     assert "| fifo_perf | 6/6 |" in cap.out and "best host policy (fifo_perf)" in cap.out
-    assert "min_total_duration_perf: Gavel's simulation stopped" in cap.err
+    assert "min_total_duration_perf: the simulation stopped early" in cap.err
     assert "failed: RuntimeError" in (out_dir / "table.md").read_text()
+
+
+def test_a_policy_past_timeout_s_is_stopped_and_shown_as_not_ended(tmp_path, capsys):
+    fake_gavel(tmp_path / "g")
+    rc = gs.main(["--gavel", str(tmp_path / "g"), "--python", sys.executable, "--workloads", "artifact",
+                  "--policies", "fifo_perf", "--serve", SERVE, "--timeout-s", "0.05"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    for policy in ("elasticopt", "fifo_perf"):
+        row = next(line for line in cap.out.splitlines() if line.startswith(f"| {policy} |"))
+        assert "failed: did not end within --timeout-s 0.05 s (stopped)" in row
+    assert "best host policy" not in cap.out  # nothing ended: no ratio
+    assert gs.main(["--gavel", str(tmp_path / "g"), "--python", sys.executable, "--timeout-s", "0"]) == 2
+    assert "--timeout-s 0: expected a number of seconds > 0" in capsys.readouterr().err
 
 
 def test_clear_errors(tmp_path, capsys):
