@@ -6,11 +6,13 @@ values onto the model's :class:`~elasticopt.models.Job`, the model's checks
 included) is the bulk of a request's cost at 1,000 jobs, and depends on the
 job's JSON and on a few request-level fields only (the *context*: the cluster,
 the objective, the preemption flags, whether rows are format 2, the rescale
-penalty).  :class:`JobCache` keeps, by (context, the job's JSON bytes), what
+penalty, how often profiles were registered in the process).
+:class:`JobCache` keeps, by (context, the job's JSON bytes), what
 :func:`~elasticopt.service.translate.translate` built for a job that passed
 every check: the next request that holds the same bytes in the same context
-reuses it.  The same :class:`~elasticopt.models.Job` object also keeps the
-compiler's per-job option blocks cached (``models/options.py``).
+reuses it, and the same :class:`~elasticopt.models.Job` and
+:class:`~elasticopt.models.Cluster` objects let ``verify`` reuse what it
+enumerated for them (``solvers/verify.py``).
 
 It is a cache, not state: a request is answered exactly as without it (the
 same problem, the same response; ``tests/service/test_service_jobcache.py``
