@@ -31,21 +31,40 @@ def _ms(times: list[float]) -> str:
     return f"median {1e3 * statistics.median(times):.2f} ms, p99 {1e3 * p99:.2f} ms, total {1e3 * sum(times):.0f} ms"
 
 
+def _jobs(line: bytes) -> int:
+    """How many jobs a recorded request holds (0 for a line that is not a request object: it is answered
+    with its error, as the host was)."""
+    try:
+        doc = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return 0
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    return len(jobs) if isinstance(jobs, list) else 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", metavar="FILE", help="requests kept by `elasticopt serve --record FILE`")
     ap.add_argument("--repeats", type=int, default=3, help="answer each file this many times (default 3)")
     a = ap.parse_args()
     for path in a.files:
-        with open(path, "rb") as fh:
-            lines = [line for line in fh.read().splitlines() if line.strip()]
-        jobs = [len(orjson.loads(line).get("jobs", ())) for line in lines]
+        try:
+            with open(path, "rb") as fh:
+                lines = [line for line in fh.read().splitlines() if line.strip()]
+        except OSError as exc:
+            raise SystemExit(f"bench_service_replay: {path}: cannot read it ({exc.strerror}); expected a file "
+                             "written by `elasticopt serve --record FILE`") from None
+        if not lines:
+            raise SystemExit(f"bench_service_replay: {path}: no requests in it; expected a file written by "
+                             "`elasticopt serve --record FILE`")
+        jobs = [_jobs(line) for line in lines]
         best = {"cache": [float("inf")] * len(lines), "no cache": [float("inf")] * len(lines)}
         hits = looked = 0
         for _ in range(a.repeats):
             services = {"cache": AllocationService(), "no cache": AllocationService(cache_jobs=0)}
             for s in services.values():
                 s.warm_up(full=False)
+                s.job_cache.hits = s.job_cache.misses = 0  # (the warm-up's own request not counted)
             for i, line in enumerate(lines):
                 answers = {}
                 for name, s in services.items():
