@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from elasticopt.errors import ValidationError
@@ -335,22 +335,10 @@ def translate(doc: dict[str, Any], screened: bool = False, cache: JobCache | Non
         problem = _build_problem(objective, inst_jobs, request_index, model_cluster, cluster, model_allow, general,
                                  penalty, priority, screened)
         return Translation(problem, pools, current, value_jobs, tuple(left_out), tuple(request_index))
-    # the problem-level fields built in this context before: the same Cluster object from request to request
-    # (what verify reuses its enumerations by, with the jobs)
-    template = cache.template(ctx)  # type: ignore[union-attr]
     try:
-        if inst_jobs or template is None:  # the jobs not cached, through the model's checks (the request's rules
-            # across jobs -- distinct ids, priority -- are checked on the whole problem below)
-            sub = _build_problem(objective, inst_jobs, [i for _, i in built], model_cluster, cluster, model_allow,
-                                 general, penalty, None, screened)
-            for (m, _), job in zip(built, sub.jobs):
-                slots[m] = job
-            if template is None:
-                template = sub
-                cache.put_template(ctx, sub)  # type: ignore[union-attr]
-        problem = Problem(template.cluster, tuple(slots), template.objective,  # type: ignore[arg-type]
-                          template.allow_preemption, template.rescale_penalty,
-                          tuple(priority) if priority is not None else None, template.node_aware)
+        problem = _with_cached_jobs(cache, ctx, slots, built, priority,  # type: ignore[arg-type]
+                                    lambda index: _build_problem(objective, inst_jobs, index, model_cluster, cluster,
+                                                                 model_allow, general, penalty, None, screened))
     except (ServiceError, ValidationError):  # worded exactly as without the cache (which jobs came first)
         return translate(doc, screened)
     kept = {i: slots[m] for m, i in built}  # the jobs built now, by request index; the others left out
@@ -358,6 +346,33 @@ def translate(doc: dict[str, Any], screened: bool = False, cache: JobCache | Non
         if key is not None:
             cache.put(key, CachedJob(kept.get(i), value_jobs.get(jd["id"]), current.get(jd["id"])))  # type: ignore[union-attr]
     return Translation(problem, pools, current, value_jobs, tuple(left_out), tuple(request_index))
+
+
+def _with_cached_jobs(cache: JobCache, ctx: bytes, slots: list[Job | None], built: list[tuple[int, int]],
+                      priority: list[str] | None, build: Callable[[list[int]], Problem]) -> Problem:
+    """The problem of a request some of whose jobs the cache held (``slots[m]``: the model's job ``m``, None
+    where it is built now; ``built``: (model index, request index) of those).  The jobs not cached go through
+    the model's checks (``build(request indices)``: a problem of them alone); the request's rules across jobs
+    -- distinct ids, priority -- are checked on the whole problem, whose problem-level fields are the ones
+    built in this context before: the same ``Cluster`` object from request to request, which ``verify``
+    reuses its enumerations by.  ``slots`` is filled in place.
+
+    Raises
+    ------
+    ServiceError, ValidationError
+        As the model's checks do (the caller translates the request again without the cache, to word it).
+    """
+    template = cache.template(ctx)
+    if built or template is None:
+        sub = build([i for _, i in built])
+        for (m, _), job in zip(built, sub.jobs):
+            slots[m] = job
+        if template is None:
+            template = sub
+            cache.put_template(ctx, sub)
+    return Problem(template.cluster, tuple(slots), template.objective,  # type: ignore[arg-type]
+                   template.allow_preemption, template.rescale_penalty,
+                   tuple(priority) if priority is not None else None, template.node_aware)
 
 
 def _build_problem(objective: str, inst_jobs: list[dict[str, Any]], index: Sequence[int], model_cluster: Cluster,
