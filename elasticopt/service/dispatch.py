@@ -40,7 +40,6 @@ from elasticopt.service.protocol import (
     RequestedSolver,
     error_response,
     parse_request_cached,
-    parse_request_screened,
     request_validator,
     validate_request,
 )
@@ -242,10 +241,8 @@ class AllocationService:
             encoded: list[bytes | None] | None = None  # each job's JSON (the cache's keys), and whether it is
             known: list[bool] | None = None  # known to pass the screen and the schema: from the fast parse only
             if isinstance(request, (bytes, str)):  # with the model loader's screen of the text (fastload)
-                if self.job_cache.max_jobs:
-                    doc, screened, encoded, known = parse_request_cached(request, self.job_cache)
-                else:
-                    doc, screened = parse_request_screened(request)
+                cache = self.job_cache if self.job_cache.max_jobs else None  # none: no job's JSON encoded
+                doc, screened, encoded, known = parse_request_cached(request, cache)
             else:
                 doc, screened = dict(request), False
             t_parse = time.perf_counter()
