@@ -49,11 +49,14 @@ worst ratio of finish time to the job's isolated finish time.  Here shares are
 0 or 1, so a job either runs every round on one type or waits (no time
 slicing): fewer jobs share the cluster at once and each one finishes sooner.
 Measured in Gavel's own simulator (docs/integrations.md §4, "The
-completion-rate objective"): at or below the best Gavel policy's mean JCT in
-10 of 13 settings (its artifact trace, three static traces, Poisson arrivals
-at 0.4-1 jobs per hour, three seeds), 0.5-1.8 % behind in three (FIFO twice:
-the longest jobs finish later); at 1 job per hour 0.81 of the best Gavel
-policy, where ``"normalised_throughput"`` was 1.22.
+completion-rate objective" and "Spare GPUs"): at or below the best Gavel
+policy's mean JCT in 16 of 19 settings (its artifact trace, static traces and
+Poisson arrivals at 0.4-1 jobs per hour, up to five seeds), 0.5-1.0 %
+behind in three: twice FIFO, where Gavel's round ran one Recommendation job
+on spare V100s at 0.44 of its P100 speed (below), once
+``max_sum_throughput_perf``, where the longest jobs ran on K80s; at 1 job
+per hour 0.80 of the best Gavel policy, where ``"normalised_throughput"``
+was 1.22.
 
 A sum of per-job values can keep a large job waiting while smaller ones keep
 arriving (eight 1-GPU jobs beat one 8-GPU job at every call): with
@@ -77,9 +80,16 @@ a shuffled order lets a job of share 0 on a type take that type's workers
 before the type's own jobs are visited (under the earlier name
 ``"elasticopt"`` the jobs given a type were displaced to slower types or left
 idle), so the name ends in
-``"_Perf"``: the fixed order visits the fastest type first, the jobs given a
-type always fit in it, and a leftover faster worker can only move a job to a
-type visited earlier.  Gavel calls ``get_allocation(throughputs,
+``"_Perf"``: the fixed order visits v100 first, and the jobs given a type
+always fit in it.  Gavel's round still hands a type's leftover workers to
+jobs of share 0 -- every policy's but FIFO's, which Gavel exempts by its
+name (``Scheduler._schedule_jobs_on_workers_helper``) -- so a job put on a
+P100 for being slower on a V100 (Gavel's Recommendation models run there at
+0.43-0.51x) runs on a spare V100 at that speed.  The drop-in cannot refuse the
+spare workers (its name must start with ``"FinishTimeFairness"``, not
+``"FIFO"``); with ``fill_spare`` (default) it gives them out itself, in
+Gavel's visit order, to the jobs that lose least there (waiting jobs
+first), and answers the allocation Gavel's round will run.  Gavel calls ``get_allocation(throughputs,
 scale_factors, priority_weights, times_since_start, num_steps_remaining,
 cluster_spec)`` for ``"FinishTimeFairness_Elasticopt_Perf"`` and
 ``get_allocation(throughputs, scale_factors, cluster_spec)`` for
@@ -134,6 +144,11 @@ class GavelPolicy(object):
     round_s
         ``completion_rate``: a job is taken to have at least this many seconds of work left on its fastest
         type (Gavel's round, 360 s by default).
+    fill_spare
+        Answer the allocation Gavel's round will run (default True): GPUs the solve leaves free on a type
+        are given, in Gavel's visit order, to the jobs that lose least (or gain most) by running there, as
+        Gavel's round would give them anyway to jobs of share 0 in its own order (:meth:`fill_spare`).
+        False: the solve's allocation alone.
     """
 
     #: The name Gavel reads (module docstring): "Perf" keeps Gavel's worker-type order, and the prefix
@@ -144,9 +159,12 @@ class GavelPolicy(object):
     #: The name with the ``normalised_throughput`` objective: Gavel's plain call, no remaining steps.
     plain_name = "Elasticopt_Perf"
     objectives = ("completion_rate", "normalised_throughput")
+    #: The order in which Gavel's round hands out worker types (``Scheduler._schedule_jobs_on_workers``,
+    #: fixed for a name containing "Perf"); a type not named here is never scheduled by Gavel.
+    visit_order = ("v100", "p100", "k80")
 
     def __init__(self, solver="dp", time_limit_s=None, url=None, command=None, client=None,
-                 patience_calls=64, objective="completion_rate", round_s=360.0):
+                 patience_calls=64, objective="completion_rate", round_s=360.0, fill_spare=True):
         if patience_calls is not None and (isinstance(patience_calls, bool) or not isinstance(patience_calls, int)
                                            or patience_calls < 1):
             raise ValueError("patience_calls: expected an integer >= 1 or None, found %r" % (patience_calls,))
@@ -160,6 +178,9 @@ class GavelPolicy(object):
         if isinstance(round_s, bool) or not isinstance(round_s, (int, float)) or not 0 <= round_s < float("inf"):
             raise ValueError("round_s: expected a finite number of seconds >= 0, found %r" % (round_s,))
         self.round_s = float(round_s)
+        if not isinstance(fill_spare, bool):
+            raise ValueError("fill_spare: expected True or False, found %r" % (fill_spare,))
+        self.fill_spare_gpus = fill_spare
         if objective != "completion_rate":
             self.name = self.plain_name
         self.client = client or ElasticoptClient(url=url, command=command)
@@ -254,10 +275,61 @@ class GavelPolicy(object):
             return out
         resp = self.client.request(doc)
         self.last_response = resp
-        for rid, a in resp["allocation"].items():
-            if a:
-                out[ids[rid]][a["pool"]] = 1.0
-        self._count_waits(resp["allocation"])
+        pools = dict((rid, a["pool"] if a else None) for rid, a in resp["allocation"].items())
+        if self.fill_spare_gpus:
+            pools = self.fill_spare(doc, pools, scale_factors, cluster_spec, ids)
+        for rid, pool in pools.items():
+            if pool is not None:
+                out[ids[rid]][pool] = 1.0
+        self._count_waits(pools)
+        return out
+
+    def fill_spare(self, doc, pools, scale_factors, cluster_spec, ids):
+        """The allocation Gavel's round runs: ``pools`` (request job id -> worker type or None) with the free GPUs
+        given out as Gavel's mechanism would, but to the jobs the request values most there.
+
+        Gavel's round (``Scheduler._schedule_jobs_on_workers_helper``) visits the types in
+        :attr:`visit_order`; on each it schedules the jobs of positive share first, then hands the type's
+        free workers to jobs not scheduled yet *whatever their share* (share 0 included, ordered by
+        deficit), skipping only a job with zero throughput there or more GPUs than are free.  So GPUs the
+        solve leaves free on a type visited early are taken by jobs it gave a later type -- a
+        Recommendation job put on a p100 for being 2x slower on a v100 then runs on a spare v100 at half
+        speed.  Here each visited type's free GPUs go, before Gavel can give them out, to the unscheduled
+        jobs that lose least there: jobs waiting first, then in increasing order of ``1 / value there - 1 /
+        value where the solve put them`` (with ``completion_rate`` values, the remaining time the job gains
+        or loses by the move, in units of the call's shortest; with ``normalised_throughput``, its
+        slowdown), each that fits moving there with share 1 (its GPUs on the later type are then free in
+        their turn); a type whose free GPUs no job fits stays as Gavel would leave it.
+        """
+        values = dict((j["id"], dict((o["pool"], o["value"]) for o in j["options"] if "pool" in o))
+                      for j in doc["jobs"] if j.get("pools") != [])
+        rank = dict((rid, i) for i, rid in enumerate(doc["priority"]))
+        out = dict(pools)
+        scheduled = set()
+        for t in self.visit_order:
+            if int(cluster_spec.get(t, 0)) <= 0:
+                continue
+            holders = [rid for rid, pool in out.items() if pool == t]
+            scheduled.update(holders)
+            free = int(cluster_spec[t]) - sum(int(scale_factors[ids[rid]]) for rid in holders)
+            gains = []
+            for rid, options in values.items():
+                if rid in scheduled or t not in options:
+                    continue
+                here = out.get(rid)
+                if here not in options:  # waiting: it starts
+                    cost = -float("inf")
+                else:  # the time it loses: 1 / value is its remaining time (completion_rate) or slowdown
+                    cost = 1.0 / options[t] - 1.0 / options[here]
+                gains.append((cost, rank[rid], rid))
+            for _, _, rid in sorted(gains):
+                k = int(scale_factors[ids[rid]])
+                if free <= 0:
+                    break
+                if k <= free:
+                    out[rid] = t
+                    scheduled.add(rid)
+                    free -= k
         return out
 
     def _count_waits(self, allocation):

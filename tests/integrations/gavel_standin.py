@@ -108,7 +108,8 @@ class GavelRounds:
     after, 0 for a share of 0 (``_update_priorities``); concatenated type by
     type, each job takes the first type in that queue with enough free
     workers where its throughput is positive (``_schedule_jobs_on_workers_helper``:
-    a job of share 0 still takes a type's leftover workers).  Micro-task
+    a job of share 0 still takes a type's leftover workers, unless the
+    policy's name starts with "FIFO").  Micro-task
     accounting: each scheduled job runs one micro-task of ``time_per_round_s``
     on its type, added to its and the type's time so far (scheduler.py:3074).
     """
@@ -147,6 +148,8 @@ class GavelRounds:
         placed: dict = {}
         for j, t, _prio, _share in queue:
             if left[t] == 0 or j in placed or throughputs[j].get(t, 0.0) <= 0:
+                continue
+            if self.name.startswith("FIFO") and _prio <= 0.0:  # scheduler.py:829-832: FIFO alone skips share 0
                 continue
             if scale_factors[j] > left[t]:
                 continue

@@ -27,6 +27,18 @@ def rate_policy(client):
     return GavelPolicy(client=client)
 
 
+@pytest.fixture(scope="module")
+def solve_policy(client):
+    """The normalised-throughput objective, the solve's answer alone (``fill_spare=False``)."""
+    return GavelPolicy(client=client, objective="normalised_throughput", fill_spare=False)
+
+
+@pytest.fixture(scope="module")
+def rate_solve_policy(client):
+    """The completion-rate objective, the solve's answer alone (``fill_spare=False``)."""
+    return GavelPolicy(client=client, fill_spare=False)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_one_worker_type_runs_the_most_jobs_that_fit(policy, seed):
     rng = random.Random(seed)
@@ -51,13 +63,13 @@ def test_ties_go_to_jobs_in_gavel_order(policy):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_several_worker_types_the_exact_optimum(policy, seed):
+def test_several_worker_types_the_exact_optimum(solve_policy, seed):
     rng = random.Random(seed)
     spec = {"k80": rng.choice([2, 4]), "p100": rng.choice([2, 4]), "v100": rng.choice([2, 4])}
     ids = [JobIdPair(i, None) for i in range(rng.randrange(3, 7))]
     scale = {j: rng.choice([1, 2]) for j in ids}
     tput = {j: {"k80": rng.uniform(1, 3), "p100": rng.uniform(2, 6), "v100": rng.uniform(4, 10)} for j in ids}
-    alloc = compute_allocation(policy, tput, scale, spec)
+    alloc = compute_allocation(solve_policy, tput, scale, spec)
     accept(alloc, tput, scale, spec)
     got = sum(x * tput[j][t] / max(tput[j].values()) for j in ids for t, x in alloc[j].items())
     best = 0.0
@@ -85,13 +97,14 @@ def _oversubscribed(seed):
 
 @pytest.mark.parametrize("name", ["drop-in", "elasticopt"])
 @pytest.mark.parametrize("seed", [0, 2, 3])  # traces where the allocation leaves a k80 free (a type with leftovers)
-def test_gavel_rounds_realise_the_allocation_only_with_a_perf_name(policy, name, seed):
+def test_gavel_rounds_realise_the_allocation_only_with_a_perf_name(solve_policy, name, seed):
     """Gavel's mechanism shuffles worker types per round unless the policy name has "Perf"
     (scheduler.py:879-881).  With the drop-in's name every job given a share runs every round on its type
     or a faster one visited before it; with the old name ("elasticopt") the stand-in reproduces what the
     real Gavel did: micro-tasks of share-0 jobs take a type's workers and share holders wait or run slower."""
     from gavel_standin import GavelRounds, WORKER_TYPE_ORDER
 
+    policy = solve_policy
     spec, ids, scale, tput = _oversubscribed(seed)
     alloc = compute_allocation(policy, tput, scale, spec)
     accept(alloc, tput, scale, spec)
@@ -163,7 +176,7 @@ def test_completion_rate_runs_the_jobs_nearest_to_finishing(rate_policy):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_completion_rate_the_exact_optimum(rate_policy, seed):
+def test_completion_rate_the_exact_optimum(rate_solve_policy, seed):
     """The answer maximises sum weight * throughput / max(steps left, round_s of work), checked by brute force
     (values are integers in the model: equal within their rounding)."""
     rng = random.Random(seed)
@@ -173,11 +186,12 @@ def test_completion_rate_the_exact_optimum(rate_policy, seed):
     tput = {j: {"k80": rng.uniform(1, 3), "p100": rng.uniform(2, 6), "v100": rng.uniform(4, 10)} for j in ids}
     steps = {j: rng.choice([10, rng.uniform(1e3, 1e6)]) for j in ids}  # some about to finish (floored)
     weights = {j: rng.choice([1.0, 2.0]) for j in ids}
-    alloc = compute_allocation(rate_policy, tput, scale, spec, num_steps_remaining=steps, priority_weights=weights)
+    alloc = compute_allocation(rate_solve_policy, tput, scale, spec, num_steps_remaining=steps,
+                               priority_weights=weights)
     accept(alloc, tput, scale, spec)
 
     def rate(j, t):
-        return weights[j] * tput[j][t] / max(steps[j], rate_policy.round_s * max(tput[j].values()))
+        return weights[j] * tput[j][t] / max(steps[j], rate_solve_policy.round_s * max(tput[j].values()))
 
     top = max(rate(j, t) for j in ids for t in spec)
     got = sum(x * rate(j, t) / top for j in ids for t, x in alloc[j].items())
@@ -226,3 +240,67 @@ def test_gavel_passes_the_remaining_steps_by_the_policy_name(rate_policy, policy
 def test_round_s_must_be_finite_seconds(bad):
     with pytest.raises(ValueError, match="round_s: expected a finite number of seconds >= 0"):
         GavelPolicy(client=object(), round_s=bad)
+
+
+def _slower_on_v100(seed):
+    """Gavel-like inputs with leftover V100s: some jobs are slower on a V100 than on a P100 (Gavel's
+    Recommendation models run at 0.43-0.51x there), fewer jobs than GPUs, numpy scalars."""
+    import numpy as np
+
+    rng = random.Random(seed)
+    spec = {"v100": rng.choice([2, 4]), "p100": rng.choice([2, 4]), "k80": rng.choice([0, 2])}
+    ids = [JobIdPair(i, None) for i in range(rng.randrange(2, 7))]
+    scale = {j: np.int64(rng.choice([1, 1, 2])) for j in ids}
+    tput = {}
+    for j in ids:
+        p100 = rng.uniform(2, 6)
+        tput[j] = {"k80": np.float64(p100 / rng.uniform(1.5, 3)), "p100": np.float64(p100),
+                   "v100": np.float64(p100 * rng.choice([0.45, 0.5, 1.01, 1.5]))}
+    steps = {j: rng.uniform(1e3, 1e6) for j in ids}
+    return spec, ids, scale, tput, steps
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_answer_is_what_gavel_rounds_run(client, seed):
+    """Gavel's round gives a type's free workers to jobs of share 0 (all policies but FIFO's), so a job put
+    on a P100 for being slower on a V100 runs on a spare V100.  With ``fill_spare`` the answer already holds
+    those moves, chosen by the request's values: every job the solve gave a type still runs, and Gavel's
+    round (the stand-in) runs each job exactly where the answer puts it -- no micro-task on a share of 0."""
+    from gavel_standin import GavelRounds
+
+    spec, ids, scale, tput, steps = _slower_on_v100(seed)
+    spec = {t: n for t, n in spec.items() if n}
+    tput = {j: {t: x for t, x in row.items() if t in spec} for j, row in tput.items()}
+    policy = GavelPolicy(client=client)
+    alloc = compute_allocation(policy, tput, scale, spec, num_steps_remaining=steps)
+    accept(alloc, tput, scale, spec)
+    solved = {rid for rid, a in policy.last_response["allocation"].items() if a}
+    assert solved <= {str(j) for j in ids if any(alloc[j].values())}
+    rounds = GavelRounds(policy.name, spec)
+    for r in range(5):
+        placed = rounds.round(r, alloc, tput, scale)
+        assert {j: t for j, t in placed.items()} == {j: t for j in ids for t, x in alloc[j].items() if x}
+
+
+def test_a_spare_v100_goes_to_the_job_that_loses_least_there(client):
+    """One V100 left free by the solve: R runs at half its P100 speed there, S at 0.95.  Gavel's round
+    (``fill_spare=False``) gives the V100 to R, the first job of share 0 in its order; the drop-in gives it
+    to S, and R keeps its P100.  FIFO's name alone makes Gavel leave the V100 idle."""
+    from gavel_standin import GavelRounds
+
+    r, s = JobIdPair(0, None), JobIdPair(1, None)
+    tput, scale, spec = {r: {"v100": 1.0, "p100": 2.0}, s: {"v100": 2.0, "p100": 2.1}}, {r: 1, s: 1}, {"v100": 1, "p100": 2}
+    steps = {r: 5000, s: 5000}
+    plain = compute_allocation(GavelPolicy(client=client, fill_spare=False), tput, scale, spec, num_steps_remaining=steps)
+    assert plain[r] == plain[s] == {"v100": 0.0, "p100": 1.0}
+    assert GavelRounds("FinishTimeFairness_Elasticopt_Perf", spec).round(0, plain, tput, scale) == {r: "v100", s: "p100"}
+    assert GavelRounds("FIFO_Perf", spec).round(0, plain, tput, scale) == {r: "p100", s: "p100"}
+    filled = compute_allocation(GavelPolicy(client=client), tput, scale, spec, num_steps_remaining=steps)
+    assert filled[r] == {"v100": 0.0, "p100": 1.0} and filled[s] == {"v100": 1.0, "p100": 0.0}
+    assert GavelRounds("FinishTimeFairness_Elasticopt_Perf", spec).round(0, filled, tput, scale) == {s: "v100", r: "p100"}
+
+
+@pytest.mark.parametrize("bad", [0, 1, "yes", None])
+def test_fill_spare_must_be_a_bool(bad):
+    with pytest.raises(ValueError, match="fill_spare: expected True or False"):
+        GavelPolicy(client=object(), fill_spare=bad)
