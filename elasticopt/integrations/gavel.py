@@ -187,6 +187,7 @@ class GavelPolicy(object):
         self.last_response = None
         self.waited = {}  # request job id -> answers in a row without a share
         self.promoted = set()  # request job ids waited patience_calls answers (until they leave)
+        self.boosted = {}  # request job id -> the value added to its options by the last build_request
 
     def build_request(self, throughputs, scale_factors, cluster_spec, num_steps_remaining=None,
                       priority_weights=None):
@@ -234,6 +235,7 @@ class GavelPolicy(object):
             boost = 1.0 + sum(max([o["value"] for o in j["options"]] or [0.0]) for j in jobs)
             for o in first["options"]:
                 o["value"] += boost
+        self.boosted = {} if first is None else {first["id"]: boost}  # (fill_spare compares values without it)
         doc = {
             "format": "elasticopt-request/1",
             "cluster": {"pools": dict((t, {"nodes": 1, "gpus_per_node": int(cluster_spec[t])}) for t in types)}
@@ -301,7 +303,9 @@ class GavelPolicy(object):
         slowdown), each that fits moving there with share 1 (its GPUs on the later type are then free in
         their turn); a type whose free GPUs no job fits stays as Gavel would leave it.
         """
-        values = dict((j["id"], dict((o["pool"], o["value"]) for o in j["options"] if "pool" in o))
+        boosted = self.boosted
+        values = dict((j["id"], dict((o["pool"], o["value"] - boosted.get(j["id"], 0.0)) for o in j["options"]
+                                     if "pool" in o and o["value"] - boosted.get(j["id"], 0.0) > 0))
                       for j in doc["jobs"] if j.get("pools") != [])
         rank = dict((rid, i) for i, rid in enumerate(doc["priority"]))
         out = dict(pools)

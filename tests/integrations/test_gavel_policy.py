@@ -300,6 +300,17 @@ def test_a_spare_v100_goes_to_the_job_that_loses_least_there(client):
     assert GavelRounds("FinishTimeFairness_Elasticopt_Perf", spec).round(0, filled, tput, scale) == {s: "v100", r: "p100"}
 
 
+def test_a_promoted_job_is_moved_by_its_own_values_not_its_boost(client):
+    """A promoted job's options carry a boost worth all other jobs together; the spare V100 still goes to the
+    job that loses least there by the values without it (S), not to the promoted job B (2x slower there)."""
+    b, s = JobIdPair(0, None), JobIdPair(1, None)
+    tput, scale, spec = {b: {"v100": 1.0, "p100": 2.0}, s: {"v100": 2.0, "p100": 2.1}}, {b: 1, s: 1}, {"v100": 1, "p100": 2}
+    policy = GavelPolicy(client=client)
+    policy.promoted = {"0"}  # as after patience_calls answers without a share
+    alloc = compute_allocation(policy, tput, scale, spec, num_steps_remaining={b: 5000, s: 5000})
+    assert policy.boosted and alloc[b] == {"v100": 0.0, "p100": 1.0} and alloc[s] == {"v100": 1.0, "p100": 0.0}
+
+
 @pytest.mark.parametrize("bad", [0, 1, "yes", None])
 def test_fill_spare_must_be_a_bool(bad):
     with pytest.raises(ValueError, match="fill_spare: expected True or False"):
