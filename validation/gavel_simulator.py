@@ -15,6 +15,8 @@ name ``elasticopt``, talking to ``elasticopt serve --stdio`` started from
 this environment) and Gavel's policies (``--policies``), and prints one
 table per workload: mean / median / p99 JCT, makespan, finished jobs,
 restarts per job, micro-tasks on a worker type the policy gave share 0,
+jobs Gavel itself ended as failed (after repeated micro-tasks without
+progress; Gavel leaves them out of its mean, and they are not "finished"),
 allocation calls and their median / p99 / max wall time.
 
 Workloads (``--workloads``, default ``artifact,static-multiple``):
@@ -142,7 +144,8 @@ def get_average_jct(self, job_ids=None, verbose=True):
             last[job] = (r, workers)
     record = {"jct_s": jct, "makespan_s": float(self._current_timestamp),
               "restarts": dict((j, restarts.get(j, 0)) for j in jct), "calls_ms": calls,
-              "extra": {"micro-tasks": tasks, "on share 0": share0, "policy name": self._policy.name}}
+              "extra": {"micro-tasks": tasks, "on share 0": share0, "policy name": self._policy.name,
+                        "failed by Gavel": sum(1 for v in jct.values() if v is None)}}
     tmp = os.environ["EO_RESULT"] + ".tmp"
     with open(tmp, "w") as fh:
         json.dump(record, fh)
@@ -292,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                     if policy == OURS:
                         ours_calls.extend(rec.get("calls_ms") or [])
                 text = host_records.table(f"{name} ({driver} {' '.join(args)})", rows, OURS,
-                                       extra_cols=("micro-tasks", "on share 0"))
+                                       extra_cols=("micro-tasks", "on share 0", "failed by Gavel"))
                 print(text, flush=True)
                 texts.append(text)
         line = host_records.latency_line([], OURS, ours_calls)

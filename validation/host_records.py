@@ -86,6 +86,10 @@ def table(workload: str, rows: list[RunSummary], ours: str, extra_cols: tuple[st
           published: dict[str, float] | None = None) -> str:
     """Markdown table of one workload: a row per policy, and ours / best host policy on mean JCT.
 
+    The best host policy is taken among the host policies that finished at least as many of the measured
+    jobs as ours (a run that stopped early, or left jobs unfinished where ours finished them, is not
+    compared; one whose host dropped as many jobs as it dropped ours is -- Gavel ends a job after repeated
+    failed micro-tasks and leaves it out of its own mean).
     ``published``: the host's published mean JCT (s) per policy, where it exists.
     """
     head = ["policy", "finished", "mean JCT s", "median JCT s", "p99 JCT s", "makespan s", "restarts/job",
@@ -100,7 +104,8 @@ def table(workload: str, rows: list[RunSummary], ours: str, extra_cols: tuple[st
                  str(r.calls), _f(r.call_median_ms, 1), _f(r.call_p99_ms, 1), _f(r.call_max_ms, 1), _f(pub)]
         lines.append("| " + " | ".join(cells) + " |")
     mine = [r for r in rows if r.policy == ours]
-    hosts = [r for r in rows if r.policy != ours and r.finished_jobs == r.measured_jobs and r.measured_jobs]
+    hosts = [r for r in rows if r.policy != ours and r.measured_jobs and not r.extra.get("failed")
+             and mine and r.finished_jobs >= mine[0].finished_jobs]
     if mine and hosts and not mine[0].extra.get("failed"):
         best = min(hosts, key=lambda r: r.mean_jct_s)
         lines.append("")
