@@ -47,6 +47,8 @@ class RunSummary:
     call_p99_ms: float
     call_max_ms: float
     extra: dict
+    #: Each finished measured job's JCT (s), by job id: for the comparison over the jobs both policies finished.
+    jct_by_job: dict | None = None
 
 
 def summarize(policy: str, record: dict, where: str) -> RunSummary:
@@ -66,7 +68,8 @@ def summarize(policy: str, record: dict, where: str) -> RunSummary:
         median_jct_s=percentile(done, 50), p99_jct_s=percentile(done, 99), makespan_s=makespan,
         restarts_per_job=sum(restarts) / len(restarts) if restarts else math.nan,
         calls=len(calls), call_median_ms=percentile(calls, 50), call_p99_ms=percentile(calls, 99),
-        call_max_ms=max(calls) if calls else math.nan, extra=dict(record.get("extra") or {}))
+        call_max_ms=max(calls) if calls else math.nan, extra=dict(record.get("extra") or {}),
+        jct_by_job=dict((str(k), float(v)) for k, v in jct.items() if v is not None))
 
 
 def failed(policy: str, reason: str) -> RunSummary:
@@ -112,6 +115,18 @@ def table(workload: str, rows: list[RunSummary], ours: str, extra_cols: tuple[st
         lines.append(f"{ours} / best host policy ({best.policy}) on mean JCT: "
                      f"{mine[0].mean_jct_s / best.mean_jct_s:.3f}; on makespan: "
                      f"{mine[0].makespan_s / best.makespan_s:.3f}")
+    paired = []  # ours / each host policy on the mean JCT of the jobs both finished, where they differ
+    for r in rows:
+        if r.policy == ours or not mine or not mine[0].jct_by_job or not r.jct_by_job or r.extra.get("failed"):
+            continue
+        both = [j for j in r.jct_by_job if j in mine[0].jct_by_job]
+        if both and (len(both) < len(mine[0].jct_by_job) or len(both) < len(r.jct_by_job)):
+            paired.append(f"{r.policy} {sum(mine[0].jct_by_job[j] for j in both) / sum(r.jct_by_job[j] for j in both):.3f}"
+                          f" ({len(both)} jobs)")
+    if paired:
+        lines.append("")
+        lines.append(f"{ours} / host policy on the mean JCT of the measured jobs both finished (where either left "
+                     "some unfinished): " + ", ".join(paired))
     return "\n".join(lines) + "\n"
 
 
