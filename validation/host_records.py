@@ -92,7 +92,9 @@ def table(workload: str, rows: list[RunSummary], ours: str, extra_cols: tuple[st
     The best host policy is taken among the host policies that finished at least as many of the measured
     jobs as ours (a run that stopped early, or left jobs unfinished where ours finished them, is not
     compared; one whose host dropped as many jobs as it dropped ours is -- Gavel ends a job after repeated
-    failed micro-tasks and leaves it out of its own mean).
+    failed micro-tasks and leaves it out of its own mean).  Where any policy left some measured job
+    unfinished, each host policy is also compared over the jobs it and ours both finished, and the one ours
+    gains least on there is named (it may be one the first line leaves out).
     ``published``: the host's published mean JCT (s) per policy, where it exists.
     """
     head = ["policy", "finished", "mean JCT s", "median JCT s", "p99 JCT s", "makespan s", "restarts/job",
@@ -115,18 +117,21 @@ def table(workload: str, rows: list[RunSummary], ours: str, extra_cols: tuple[st
         lines.append(f"{ours} / best host policy ({best.policy}) on mean JCT: "
                      f"{mine[0].mean_jct_s / best.mean_jct_s:.3f}; on makespan: "
                      f"{mine[0].makespan_s / best.makespan_s:.3f}")
-    paired = []  # ours / each host policy on the mean JCT of the jobs both finished, where they differ
+    paired = []  # (ours / host policy on the mean JCT of the jobs both finished, policy, jobs, whether sets differ)
     for r in rows:
         if r.policy == ours or not mine or not mine[0].jct_by_job or not r.jct_by_job or r.extra.get("failed"):
             continue
         both = [j for j in r.jct_by_job if j in mine[0].jct_by_job]
-        if both and (len(both) < len(mine[0].jct_by_job) or len(both) < len(r.jct_by_job)):
-            paired.append(f"{r.policy} {sum(mine[0].jct_by_job[j] for j in both) / sum(r.jct_by_job[j] for j in both):.3f}"
-                          f" ({len(both)} jobs)")
-    if paired:
+        if both:
+            ratio = sum(mine[0].jct_by_job[j] for j in both) / sum(r.jct_by_job[j] for j in both)
+            paired.append((ratio, r.policy, len(both),
+                           len(both) < len(mine[0].jct_by_job) or len(both) < len(r.jct_by_job)))
+    if any(differ for *_, differ in paired):
         lines.append("")
         lines.append(f"{ours} / host policy on the mean JCT of the measured jobs both finished (where either left "
-                     "some unfinished): " + ", ".join(paired))
+                     "some unfinished): " + ", ".join(f"{p} {x:.3f} ({n} jobs)" for x, p, n, d in paired if d))
+        ratio, policy, n, _ = max(paired)  # the host policy ours gains least on, over the jobs both finished
+        lines.append(f"closest host policy on the jobs both finished: {policy} ({ours} / it {ratio:.3f}, {n} jobs)")
     return "\n".join(lines) + "\n"
 
 

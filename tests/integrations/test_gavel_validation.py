@@ -378,3 +378,10 @@ def test_the_best_host_policy_is_one_that_finished_as_many_jobs_as_ours():
                           row("fifo_perf", 2, 250.0, {"a": 200.0, "c": 300.0})], "elasticopt")
     assert "both finished (where either left some unfinished): fifo_perf 0.600 (2 jobs)" in text
     assert "best host policy" not in text  # fifo finished fewer jobs than ours: not compared on its own mean
+    assert "closest host policy on the jobs both finished: fifo_perf (elasticopt / it 0.600, 2 jobs)" in text
+    # the closest over the jobs both finished may be one the first line leaves out (fewer finished than ours)
+    text = hr.table("w", [row("elasticopt", 3, 200.0, {"a": 100.0, "b": 300.0, "c": 200.0}),
+                          row("fifo_perf", 2, 110.0, {"a": 100.0, "c": 120.0}),
+                          row("mmf", 3, 210.0, {"a": 100.0, "b": 320.0, "c": 210.0})], "elasticopt")
+    assert "best host policy (mmf) on mean JCT: 0.952" in text
+    assert "closest host policy on the jobs both finished: fifo_perf (elasticopt / it 1.364, 2 jobs)" in text
