@@ -228,6 +228,10 @@ FAMILIES: dict[str, Callable] = {
 #: families of :mod:`elasticopt.generate_hetero` (clusters of their own; the DP may not prove their optimum).
 ALL_FAMILIES: tuple[str, ...] = tuple(FAMILIES) + tuple(HETERO_FAMILIES)
 
+#: The most jobs :func:`generate_instance` makes (about 3.4 KB of memory a job while it builds the problem; a
+#: ``--jobs 100000000`` ran until killed before this limit).
+MAX_GENERATED_JOBS = 10**6
+
 
 def generate_instance(family: str, jobs: int, gpus: int, seed: int, gpus_per_node: int = 8,
                       **kw) -> Problem:
@@ -258,6 +262,10 @@ def generate_instance(family: str, jobs: int, gpus: int, seed: int, gpus_per_nod
     for what, v, lo in (("jobs", jobs, 1), ("gpus", gpus, 1), ("gpus_per_node", gpus_per_node, 1), ("seed", seed, 0)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValidationError(what, f"an integer >= {lo}", v)
+    if jobs > MAX_GENERATED_JOBS:
+        raise ValidationError("jobs", f"an integer <= {MAX_GENERATED_JOBS:,}", jobs,
+                              "every generated job is held in memory before the file is written (10**5 paper jobs: "
+                              "8 s, 340 MB); generate several instances, or build larger ones with the Python API")
     objective = kw.pop("objective", None)
     rng = np.random.default_rng(seed)
     if family in HETERO_FAMILIES:

@@ -124,6 +124,18 @@ def test_bad_arguments_are_named():
         generate_instance("paper", 0, 8, 0)
 
 
+def test_a_job_count_too_large_to_hold_is_refused_at_once(capsys):
+    """``--jobs 100000000`` ran until killed (hours, ~300 GB); now refused before anything is built."""
+    from elasticopt.cli import main
+    from elasticopt.generate import MAX_GENERATED_JOBS
+
+    with pytest.raises(ValidationError, match="jobs: expected an integer <= 1,000,000, found 1000001"):
+        generate_instance("paper", MAX_GENERATED_JOBS + 1, 8, 0)
+    assert main(["generate", "--family", "paper", "--jobs", "100000000", "--gpus", "8", "-o", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "jobs: expected an integer <= 1,000,000, found 100000000" in err and "Traceback" not in err
+
+
 def test_an_objective_the_family_cannot_price_names_the_family_and_the_way_out(tmp_path, capsys):
     # The mck families draw no remaining samples, which 'completion' divides by: the error names the
     # option, the family, the job field and what to do (found by running every family x objective in the CLI).
