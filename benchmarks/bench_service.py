@@ -110,7 +110,7 @@ def main() -> None:
     ap.add_argument("--solver", default="dp")
     a = ap.parse_args()
     service = AllocationService()
-    service.warm_up(full=False)  # then the heap is frozen, as in `elasticopt serve` (dispatch.settle_heap)
+    service.warm_up(full=False)  # then the heap is frozen, as in `elasticopt serve` (service.heap)
     uncached = AllocationService(cache_jobs=0)
     stdio = subprocess.Popen(SERVE + ["--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     http = subprocess.Popen(SERVE + ["--http", "--port", "0"], stdout=subprocess.PIPE, text=True)

@@ -82,7 +82,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the service until its input ends (stdio) or it is interrupted (HTTP)."""
     from elasticopt.service import AllocationService, serve_stdio
-    from elasticopt.service.dispatch import settle_heap
 
     if not args.max_body_mib > 0:
         raise ElasticoptError(f"--max-body-mib {args.max_body_mib}: expected a number of MiB > 0")
@@ -97,9 +96,9 @@ def run(args: argparse.Namespace) -> int:
     service = AllocationService(default_solver=args.solver, default_time_limit_s=limit,
                                 placement_fallback=fallback, record=args.record, cache_jobs=args.cache_jobs)
     if not args.no_warm_up:
-        service.warm_up()  # ends with settle_heap()
+        service.warm_up()  # ends with service.heap.collect_all()
     else:
-        settle_heap()
+        service.heap.collect_all()
     if args.stdio:
         serve_stdio(service, sys.stdin.buffer, sys.stdout.buffer)
         return 0

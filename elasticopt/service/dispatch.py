@@ -12,7 +12,6 @@ thread-safe, and the machine's cores are better spent on one solve).
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import logging
 import os
@@ -31,6 +30,7 @@ from elasticopt.errors import (
 )
 from elasticopt.models.objectives import objective_names
 from elasticopt.models.table import job_values
+from elasticopt.service.heap import FrozenHeap
 from elasticopt.service.jobcache import JobCache
 from elasticopt.service.placement import NodeAssignment, check_placement, place
 from elasticopt.service.protocol import (
@@ -59,7 +59,7 @@ from elasticopt.solvers import (
 from elasticopt.solvers.api import solve
 from elasticopt.solvers.base import checked_time_limit
 
-__all__ = ["AllocationService", "HTTP_STATUS", "settle_heap"]
+__all__ = ["AllocationService", "HTTP_STATUS"]
 
 log = logging.getLogger("elasticopt.service")
 
@@ -111,19 +111,6 @@ def warm_up_requests() -> list[dict[str, Any]]:
                     "jobs": jobs,
                 })
     return docs
-
-
-def settle_heap() -> None:
-    """Collect, then freeze what is alive (:func:`gc.freeze`): the interpreter's, jax's and the compiled
-    kernels' objects (~230,000 once the DP is compiled) leave the cyclic collector's view.
-
-    Without it every full (generation-2) collection, which Python starts by itself every few hundred
-    requests, walks them all: a 50-120 ms pause inside an otherwise 15 ms request (the > 50 ms calls of
-    Blox's loop).  After it a full collection walks only what later requests keep.  Called at the end of
-    :meth:`AllocationService.warm_up` and, with ``--no-warm-up``, once the service is built.
-    """
-    gc.collect()
-    gc.freeze()
 
 
 def _check_service_fields(doc: dict[str, Any]) -> None:
@@ -207,6 +194,7 @@ class AllocationService:
         self.placement_fallback = placement_fallback
         self._lock = threading.Lock()
         self.job_cache = JobCache(cache_jobs)
+        self.heap = FrozenHeap()
         self._record: BinaryIO | None = None
         self._record_lock = threading.Lock()
         if record is not None:
@@ -225,6 +213,12 @@ class AllocationService:
             self._record.flush()  # type: ignore[union-attr]
 
     # -- entry points -------------------------------------------------------------------------------------------
+
+    def settle(self) -> None:
+        """After a response is sent: keep the heap frozen for Python's cyclic collector
+        (:meth:`~elasticopt.service.heap.FrozenHeap.settle`), so that no full collection stops a later
+        request.  Both transports call it; so should a loop that calls :meth:`handle` itself."""
+        self.heap.settle()
 
     def handle_bytes(self, data: bytes | str) -> tuple[dict[str, Any], bytes]:
         """Answer one request's JSON text; returns the response and its JSON bytes (one line)."""
@@ -309,7 +303,7 @@ class AllocationService:
                     raise ElasticoptError(f"warm-up failed: {resp['error']['message']}")
         if full:
             prewarm()  # the kernel shapes earlier services met on this machine (--kernel-cache)
-        settle_heap()
+        self.heap.collect_all()
         return time.perf_counter() - t0
 
     # -- the solve path -----------------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ def _too_large(limit: int, found: str) -> ServiceError:
 def make_app(service: AllocationService, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Any:
     """The starlette application of ``service`` (bodies over ``max_body_bytes`` are refused, none of them kept)."""
     from starlette.applications import Starlette
+    from starlette.background import BackgroundTask
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import ClientDisconnect, Request
     from starlette.responses import JSONResponse, Response
@@ -104,7 +105,9 @@ def make_app(service: AllocationService, max_body_bytes: int = DEFAULT_MAX_BODY_
         body = b"".join(chunks)
         resp, data = await run_in_threadpool(service.handle_bytes, body)
         status = 200 if resp["ok"] else HTTP_STATUS[resp["error"]["code"]]
-        return Response(data, status_code=status, media_type="application/json")
+        # sent first; then the heap is frozen again (AllocationService.settle), off the request's time
+        return Response(data, status_code=status, media_type="application/json",
+                        background=BackgroundTask(service.settle))
 
     async def info_route(request: Request) -> Response:
         return JSONResponse(service.info())

@@ -2,7 +2,8 @@
 
 For a host scheduler that spawns ``elasticopt serve --stdio`` as a subprocess.
 Blank lines are skipped; every other line gets exactly one response line, in
-order, flushed at once.  End of input (the host exited or closed the pipe)
+order, flushed at once (then the service settles its heap:
+:meth:`AllocationService.settle`).  End of input (the host exited or closed the pipe)
 ends the service with exit code 0, as does a closed stdout.  Logs go to
 stderr, never to stdout.
 """
@@ -32,4 +33,5 @@ def serve_stdio(service: AllocationService, stdin: BinaryIO, stdout: BinaryIO) -
             log.info("stdout closed after %d responses; stopping", answered)
             break
         answered += 1
+        service.settle()  # the host has its answer: the heap is frozen again before the next request
     return answered

@@ -207,7 +207,7 @@ def test_the_warm_up_leaves_the_heap_frozen_for_the_cyclic_collector():
     (gc.freeze): a full collection then walks only what requests keep."""
     import gc
 
-    from elasticopt.service.dispatch import settle_heap
+    from elasticopt.service.heap import settle_heap
 
     service = AllocationService()
     service.warm_up(full=False)
