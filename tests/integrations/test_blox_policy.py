@@ -142,3 +142,29 @@ def test_one_gpu_jobs_the_first_in_the_tie_order_run(client, served_priority, or
     served = (lambda j: jobs[j]["tracked_metrics"]["attained_service"]) if order != "arrival" else (lambda j: 0)
     first = sorted(jobs, key=lambda j: (jobs[j]["job_priority"], served(j), j))
     assert sorted(running) == sorted(first[:8])
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans(), st.one_of(st.none(), st.integers(0, 50),
+                                                                        st.just(float("nan")))),
+                min_size=0, max_size=40))
+@settings(max_examples=60, deadline=None)
+def test_gpu_rows_of_a_dataframe_are_pandas_own_records(cells):
+    """``gpu_rows`` reads Blox's ``gpu_df`` column by column (to_dict("records") took 6.7 ms a call for 128 GPUs
+    in Blox's pandas 1.3, three times a round); the rows must be what pandas' own records are: the same keys,
+    Python scalars, NaN where a GPU holds no job, in GPU order."""
+    import pandas as pd
+
+    from elasticopt.integrations.blox import gpu_rows
+
+    rows = [{"GPU_ID": i, "Local_GPU_ID": i % 4, "Node_ID": i // 4, "IP_addr": "10.0.0.%d" % (i // 4),
+             "IN_USE": used, "JOB_IDS": job, "GPU_type": ("V100", "T4", "K80", "A100")[t]}
+            for i, (t, used, job) in enumerate(cells)]
+    df = pd.DataFrame(rows, columns=["GPU_ID", "Local_GPU_ID", "Node_ID", "IP_addr", "IN_USE", "JOB_IDS", "GPU_type"])
+    ours, theirs = gpu_rows(df), df.to_dict("records")
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert list(a) == list(b)
+        for k in a:
+            x, y = a[k], b[k]
+            assert type(x) is type(y) or (isinstance(x, float) and isinstance(y, float)), (k, x, y)
+            assert (isinstance(x, float) and math.isnan(x) and math.isnan(y)) or x == y, (k, x, y)
