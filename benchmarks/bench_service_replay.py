@@ -24,7 +24,8 @@ call timed with the heap settling that follows its response
 meets only request shapes the service has seen).  Per pass: the per-call
 median, p99 and max after the first call, the calls over ``--slow-ms``, and
 how many of those jax traced or compiled a kernel in (jax's own
-``/jax/core/compile/*`` duration events), and the jobs they held: issue
+``/jax/core/compile/*`` duration events), the jobs they held and their
+longest stage (the response's ``timings``, or outside them): issue
 22's target is no call over 50 ms at 100 jobs on shapes the service has
 seen, which a pass separates from the first use of a shape.
 """
@@ -32,6 +33,7 @@ seen, which a pass separates from the first use of a shape.
 from __future__ import annotations
 
 import argparse
+import collections
 import statistics
 import time
 
@@ -95,14 +97,17 @@ def calls(path: str, lines: list[bytes], slow_ms: float, passes: int) -> None:
     print(f"{path}: {len(lines)} requests, jobs per request median {statistics.median(jobs):.0f}, max "
           f"{max(jobs)}; warm-up {time.perf_counter() - t0:.1f} s")
     for p in range(1, passes + 1):
-        times, compiled = [], []
+        times, compiled, longest = [], [], []
         for line in lines:
             _events.clear()
             t = time.perf_counter()
-            service.handle_bytes(line)
+            resp, _ = service.handle_bytes(line)
             service.settle()  # as both transports do once the response is sent (counted here)
             times.append(1e3 * (time.perf_counter() - t))
             compiled.append(len(_events))
+            stages = {k[:-2]: 1e3 * v for k, v in (resp.get("timings") or {}).items() if k != "total_s"}
+            stages["outside"] = times[-1] - 1e3 * (resp.get("timings") or {}).get("total_s", 0.0)  # settle, encode
+            longest.append(max(stages, key=stages.__getitem__))
         rest = times[1:] if p == 1 else times  # the first call of a run is the host's first request
         slow = [i for i, ms in enumerate(times) if ms > slow_ms and (p > 1 or i > 0)]
         print(f"  pass {p}: first call {times[0]:.1f} ms; then median {statistics.median(rest):.1f} ms, p99 "
@@ -116,6 +121,9 @@ def calls(path: str, lines: list[bytes], slow_ms: float, passes: int) -> None:
                   f"max {max(sj)}; at most 100 jobs: {sum(1 for j in sj if j <= 100)}"
                   + (f"; without a kernel built, slowest {max(times[i] for i in plain):.1f} ms "
                      f"({jobs[max(plain, key=lambda i: times[i])]} jobs)" if plain else ""))
+            by = collections.Counter(longest[i] for i in slow)
+            print("    their longest stage (the response's timings; outside: encoding and settling): "
+                  + ", ".join(f"{k} {n}" for k, n in by.most_common()))
         small = [ms for i, ms in enumerate(times) if jobs[i] <= 100 and (p > 1 or i > 0)]
         if small:
             print(f"    calls of at most 100 jobs: {len(small)}, max {max(small):.1f} ms, "

@@ -154,12 +154,13 @@ def test_bench_service_replay_reads_a_recording_call_by_call(tmp_path):
     record = tmp_path / "requests.jsonl"
     record.write_text("".join(json.dumps(d) + "\n" for d in _requests(6, 5)) + "not json\n")
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_service_replay.py"
-    r = subprocess.run([sys.executable, str(script), str(record), "--calls", "--passes", "2"], capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run([sys.executable, str(script), str(record), "--calls", "--passes", "2", "--slow-ms", "0"],
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "7 requests, jobs per request median 5, max 5" in r.stdout, r.stdout
     assert "pass 1: first call" in r.stdout and "pass 2: first call" in r.stdout
     assert "calls of at most 100 jobs: 6," in r.stdout and "calls of at most 100 jobs: 7," in r.stdout
+    assert "6 over 0 ms" in r.stdout and "7 over 0 ms" in r.stdout and "their longest stage" in r.stdout
     r = subprocess.run([sys.executable, str(script), str(record), "--repeats", "1"], capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0 and "cache / no cache (total)" in r.stdout, r.stderr[-3000:]
