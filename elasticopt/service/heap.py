@@ -25,7 +25,9 @@ few hundred requests).
   runs then, between requests.
   On the Gavel recording above, three passes (12,828 requests): the frozen
   heap stayed at 519,000-543,000 objects, a full collection at the end found
-  no cycle, no request met a full collection (max 76.7 against 226 ms before).
+  no cycle, no request met a full collection (max after the first call 55.7
+  and 54.6 ms in two passes, against 219.8 and 243.4 ms before;
+  ``benchmarks/bench_service_replay.py FILE --calls``).
 """
 
 from __future__ import annotations
