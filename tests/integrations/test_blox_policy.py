@@ -150,7 +150,7 @@ def test_one_gpu_jobs_the_first_in_the_tie_order_run(client, served_priority, or
 @settings(max_examples=60, deadline=None)
 def test_gpu_rows_of_a_dataframe_are_pandas_own_records(cells):
     """``gpu_rows`` reads Blox's ``gpu_df`` column by column (to_dict("records") took 6.7 ms a call for 128 GPUs
-    in Blox's pandas 1.3, three times a round); the rows must be what pandas' own records are: the same keys,
+    in Blox's pandas 1.3, five times a round); the rows must be what pandas' own records are: the same keys,
     Python scalars, NaN where a GPU holds no job, in GPU order."""
     import pandas as pd
 
