@@ -3,8 +3,8 @@
     python benchmarks/bench_service_replay.py FILE [FILE ...] [--repeats 3]
 
 FILE: what ``elasticopt serve --record FILE`` kept of a host's run (one
-request per line; every runner takes ``--serve "... serve --stdio --record
-FILE"``).  Each file's requests are answered in order, in-process, by two
+request per line; the Gavel and Blox runners take ``--serve "... serve
+--stdio --record FILE"``, the Sia and Pollux runners ``--record``).  Each file's requests are answered in order, in-process, by two
 services side by side (``AllocationService()`` and
 ``AllocationService(cache_jobs=0)``, each after ``warm_up``, each call timed
 with the heap settling that follows its response), ``--repeats``
