@@ -5,7 +5,7 @@ Python's cyclic collector walks every object it tracks at a full
 survived since the last one reach a quarter of those that survived it.  A
 service keeps many: the interpreter's, jax's and the compiled kernels'
 (~230,000 once the DP is compiled) and the job cache's translated jobs
-(:class:`~elasticopt.service.jobcache.JobCache`: ~300,000 more when it is full
+(:class:`~elasticopt.service.jobcache.JobCache`: ~170,000-220,000 more when it is full
 of a host whose jobs change at every call, as Gavel's do).  Each full
 collection then stopped a request for 40-200 ms and found nothing to collect
 (Gavel's Figure 9 scale, 4,276 recorded requests: 33 full collections of 42-158

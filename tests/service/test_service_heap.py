@@ -1,6 +1,6 @@
 """The service keeps Python's cyclic collector out of its requests (``elasticopt/service/heap.py``).
 
-At Gavel's Figure 9 scale the job cache filled with ~300,000 objects of jobs that never came back, and
+At Gavel's Figure 9 scale the job cache filled with ~170,000-220,000 objects of jobs that never came back, and
 Python's own full collections, walking them all, stopped 33 of 4,276 requests for 42-158 ms, collecting
 nothing.  After every response the service now collects the young generations and freezes the rest.
 """
