@@ -14,6 +14,8 @@ For each size, on the same request, side by side in one run (medians):
   again (every job in the service's job cache after the first);
 - ``svc 1% new``: the same, each request with 1 % of its jobs changed (a value
   or the samples left: what a host's next event sends), translated anew;
+- ``svc session``: the same changes sent as a session's (``elasticopt.service.session``): the whole
+  request once, then per request only the jobs that changed (``session_update``), answered as the whole;
 - ``svc no cache``: ``AllocationService(cache_jobs=0)``, every job translated
   at every request (the service before its job cache);
 - ``stdio``: a round trip through ``elasticopt serve --stdio`` (a subprocess);
@@ -48,6 +50,7 @@ from elasticopt.generate import generate_instance
 from elasticopt.integrations.pollux import PolluxPolicy
 from elasticopt.models import problem_from_dict, problem_to_dict
 from elasticopt.service import AllocationService
+from elasticopt.service.session import session_update
 from elasticopt.service.translate import translate
 
 SERVE = [sys.executable, "-m", "elasticopt", "serve"]
@@ -103,6 +106,15 @@ def changed_requests(doc: dict[str, Any], count: int, share: float = 0.01) -> li
     return out
 
 
+def session_requests(doc: dict[str, Any], count: int, name: str) -> tuple[bytes, list[bytes]]:
+    """The requests of :func:`changed_requests` as a host's session sends them: the first whole (it starts
+    session ``name``), then each as its changes from the one before (revisions 1, 2, ...)."""
+    whole = [json.loads(r) for r in changed_requests(doc, count + 1)]
+    deltas = [json.dumps(session_update(prev, cur, name, base)).encode()
+              for base, (prev, cur) in enumerate(zip(whole, whole[1:]), start=1)]
+    return json.dumps(dict(whole[0], session=name)).encode(), deltas
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, nargs="+", default=[100, 1000])
@@ -139,11 +151,15 @@ def main() -> None:
                 for fn in (via_stdio, via_http):
                     assert fn()["objective"] == objective, "the transports must answer what solve answers"
                 changed = iter(changed_requests(doc, a.repeats + 1))
+                start, deltas = session_requests(doc, 2 * a.repeats + 1, f"{kind}-{n}")
+                assert service.handle(start)["ok"]
+                in_session = iter(deltas)
                 t = {
                     "solve": median_s(lambda: solve(problem, a.solver), a.repeats),
                     "load+solve": median_s(lambda: solve(problem_from_dict(model_doc), a.solver), a.repeats),
                     "service": median_s(lambda: service.handle(data), a.repeats),
                     "svc 1% new": median_s(lambda: service.handle(next(changed)), a.repeats),
+                    "svc session": median_s(lambda: service.handle(next(in_session)), a.repeats),
                     "svc no cache": median_s(lambda: uncached.handle(data), a.repeats),
                     "stdio": median_s(via_stdio, a.repeats),
                     "http": median_s(via_http, a.repeats),
@@ -152,7 +168,9 @@ def main() -> None:
                 t["budget"] = 0.25 * t["solve"]
                 runs = [service.handle(data)["timings"] for _ in range(a.repeats)]
                 parts = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-                rows.append((n, gpus, kind, len(data), t, parts))
+                runs = [service.handle(d)["timings"] for d in in_session]
+                session_parts = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+                rows.append((n, gpus, kind, len(data), t, parts, session_parts))
     finally:
         stdio.stdin.close()  # type: ignore[union-attr]
         stdio.wait()
@@ -161,16 +179,18 @@ def main() -> None:
     print(f"medians of {a.repeats} requests, solver {a.solver}; overhead = transport time - solve time")
     head = f"{'jobs':>5} {'GPUs':>5} {'kind':>6} {'KiB':>6} " + " ".join(f"{k:>11}" for k in rows[0][4])
     print(head + f" {'stdio-solve':>12} {'http-solve':>11} {'service/solve':>13} {'1% new/solve':>12} "
-          f"{'stdio/solve':>11}")
-    for n, gpus, kind, size, t, _ in rows:
+          f"{'session/solve':>13} {'stdio/solve':>11}")
+    for n, gpus, kind, size, t, _, _ in rows:
         ms = " ".join(f"{1e3 * v:>9.2f}ms" for v in t.values())
         print(f"{n:>5} {gpus:>5} {kind:>6} {size / 1024:>6.0f} {ms} {1e3 * (t['stdio'] - t['solve']):>10.2f}ms "
               f"{1e3 * (t['http'] - t['solve']):>9.2f}ms {t['service'] / t['solve']:>12.2f}x "
-              f"{t['svc 1% new'] / t['solve']:>11.2f}x "
+              f"{t['svc 1% new'] / t['solve']:>11.2f}x {t['svc session'] / t['solve']:>12.2f}x "
               f"{t['stdio'] / t['solve']:>10.2f}x")
-    print(f"\nthe in-process service's own timings of the same request (ms, medians of {a.repeats}):")
-    for n, _, kind, _, _, parts in rows:
-        print(f"{n:>5} {kind:>6} " + " ".join(f"{k[:-2]}={1e3 * v:.2f}" for k, v in parts.items()))
+    print(f"\nthe in-process service's own timings of the same request, whole / a session's 1 % changes (ms, "
+          f"medians of {a.repeats}):")
+    for n, _, kind, _, _, parts, session_parts in rows:
+        for how, p in (("whole", parts), ("session", session_parts)):
+            print(f"{n:>5} {kind:>6} {how:>7} " + " ".join(f"{k[:-2]}={1e3 * v:.2f}" for k, v in p.items()))
 
 
 if __name__ == "__main__":

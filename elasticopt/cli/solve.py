@@ -92,6 +92,11 @@ def load_problem_file(path: str) -> Problem:
             raise
     from elasticopt.service.translate import translate
 
+    if "base" in doc:
+        raise InstanceError(str(path), "base", "a whole request (its 'jobs', no 'base')", doc["base"],
+                            "a session's changes ('base', 'upsert', 'remove') build on a state only the service that "
+                            "answered the session holds; solve the session's whole request (its first, or the "
+                            "service's --record replayed by 'elasticopt serve --stdio < FILE')")
     try:
         tr = translate(validate_request(doc), screened)
     except ServiceError as exc:

@@ -33,6 +33,7 @@ from elasticopt.models.table import job_values
 from elasticopt.service.heap import FrozenHeap
 from elasticopt.service.jobcache import JobCache
 from elasticopt.service.placement import NodeAssignment, check_placement, place
+from elasticopt.service.session import Merged, Sessions, session_error
 from elasticopt.service.protocol import (
     REQUEST_FORMAT,
     RESPONSE_FORMAT,
@@ -68,6 +69,7 @@ HTTP_STATUS: dict[str, int] = {
     "invalid_json": 400,
     "invalid_request": 400,
     "request_too_large": 413,
+    "session_unknown": 409,
     "unsupported": 422,
     "unknown_solver": 400,
     "solver_unavailable": 503,
@@ -171,6 +173,9 @@ class AllocationService:
         JSON line each, before it is answered (``elasticopt serve --record``): ``elasticopt serve --stdio <
         FILE`` answers them again, the same way (the solve is deterministic), to see why a host's run went as
         it did.  None: nothing is kept.
+    max_sessions
+        How many sessions are kept (:mod:`elasticopt.service.session`: a host sends its whole state once,
+        then what changed), the least recently used dropped first.
     """
 
     def __init__(
@@ -181,6 +186,7 @@ class AllocationService:
         placement_fallback: str | None = "auto",
         record: str | os.PathLike[str] | None = None,
         cache_jobs: int = 16384,
+        max_sessions: int = 64,
     ):
         self.default_solver = RequestedSolver.from_request(default_solver)
         get_backend(self.default_solver.name)  # an unknown or missing default fails at start, not per request
@@ -194,6 +200,7 @@ class AllocationService:
         self.placement_fallback = placement_fallback
         self._lock = threading.Lock()
         self.job_cache = JobCache(cache_jobs)
+        self.sessions = Sessions(max_sessions)
         self.heap = FrozenHeap()
         self._record: BinaryIO | None = None
         self._record_lock = threading.Lock()
@@ -244,6 +251,8 @@ class AllocationService:
                 request_id = doc["id"]
             if isinstance(doc, dict) and doc.get("format") == FORMAT_2:  # an instance file as `solve` reads it:
                 return self._solve_request(doc, request_id, t0, t_parse, time.perf_counter(), screened)
+            if isinstance(doc, dict) and "session" in doc:
+                return self._session_request(doc, request_id, t0, t_parse, screened, encoded, known)
             validate_request(doc, known)
             if encoded is not None:
                 self.job_cache.add_valid(encoded)
@@ -305,6 +314,43 @@ class AllocationService:
             prewarm()  # the kernel shapes earlier services met on this machine (--kernel-cache)
         self.heap.collect_all()
         return time.perf_counter() - t0
+
+    def _session_request(self, doc: dict[str, Any], request_id: Any, t0: float, t_parse: float, screened: bool,
+                         encoded: list[bytes | None] | None, known: list[bool] | None) -> dict[str, Any]:
+        """A request of a session (:mod:`elasticopt.service.session`): made whole where it sends changes, answered
+        as a whole request, kept as the session's state once answered."""
+        for key, need in (("upsert", "base"), ("remove", "base"), ("base", "session")):
+            if key in doc and need not in doc:
+                raise ServiceError("invalid_request", f"{key}: a session's changes need '{need}' too", need,
+                                   f"'{need}' beside '{key}'", "nothing")
+        if "base" in doc and "jobs" in doc:
+            raise ServiceError("invalid_request", "jobs: a request with 'base' sends changes ('upsert', 'remove'), "
+                               "not the whole state (without 'base' it starts the session again)", "jobs",
+                               "no 'jobs' beside 'base'", f"{len(doc['jobs'])} jobs" if isinstance(doc["jobs"], list)
+                               else doc["jobs"])
+        if doc.get("op", "solve") != "solve":
+            raise ServiceError("invalid_request", "session: only 'solve' requests belong to a session", "op",
+                               "'solve' (or no 'op')", doc["op"])
+        validate_request(doc, known)
+        if encoded is not None:
+            self.job_cache.add_valid(encoded)
+        name = doc["session"]
+        with self.sessions.lock(name):
+            merged: Merged | None = None
+            if "base" in doc:
+                merged = self.sessions.merge(doc, screened, encoded)
+                whole, screened, encoded = merged.doc, merged.screened, merged.encoded
+                validate_request(whole, merged.known)
+            else:
+                whole = doc
+            t_valid = time.perf_counter()
+            try:
+                resp = self._solve_request(whole, request_id, t0, t_parse, t_valid, screened, encoded)
+            except ServiceError as exc:
+                raise exc if merged is None else session_error(exc, merged, name) from None
+            resp["session"] = {"id": name, "revision": self.sessions.keep(name, whole, encoded, screened,
+                                                                          merged is not None)}
+        return resp
 
     # -- the solve path -----------------------------------------------------------------------------------------
 

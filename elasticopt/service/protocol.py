@@ -47,6 +47,7 @@ ERROR_CODES: dict[str, str] = {
     "invalid_json": "the request is not one JSON object (or holds NaN / Infinity)",
     "invalid_request": "the request breaks the request schema or a rule the schema cannot state",
     "request_too_large": "the request body is larger than the service's limit (`--max-body-mib`); not read",
+    "session_unknown": "the request's session is not held at its 'base' revision: send the whole state again",
     "unsupported": "valid, but the model on this version cannot express it (message says what)",
     "unknown_solver": "no solver is registered under that name",
     "solver_unavailable": "the solver's library is not installed here",
@@ -119,13 +120,14 @@ def request_validator() -> Callable[[Any], Any]:
 
 @lru_cache(maxsize=1)
 def _shell_validator() -> Callable[[Any], Any]:
-    """The request schema with ``jobs`` only "an array" (its items: :func:`~elasticopt.service.screen.jobs_plainly_valid`)."""
+    """The request schema with ``jobs`` and a session's ``upsert`` only "an array" (their items:
+    :func:`~elasticopt.service.screen.jobs_plainly_valid`)."""
     import copy
 
     import fastjsonschema
 
     schema = copy.deepcopy(load_schema("request-1"))
-    schema["properties"]["jobs"] = {"type": "array"}
+    schema["properties"]["jobs"] = schema["properties"]["upsert"] = {"type": "array"}
     return fastjsonschema.compile(schema)
 
 
@@ -181,7 +183,7 @@ def parse_request_cached(data: bytes | str, cache: JobCache | None) -> tuple[Any
                                                                             list[bool] | None]:
     """:func:`parse_request_screened` with a job cache: ``(doc, screened, encoded, known)``.
 
-    ``encoded[i]``: job ``i``'s JSON as :meth:`~elasticopt.service.jobcache.JobCache.encode` writes it;
+    ``encoded[i]``: job ``i``'s JSON (of ``upsert`` for a session's changes without ``jobs``) as :meth:`~elasticopt.service.jobcache.JobCache.encode` writes it;
     ``known[i]``: that JSON passed this screen and the request schema in an earlier request
     (:meth:`~elasticopt.service.jobcache.JobCache.known_valid`), so its values are not screened again (the
     rest of the request is).  Both None where the request took the slow parse (then none of its jobs may be
@@ -199,15 +201,16 @@ def parse_request_cached(data: bytes | str, cache: JobCache | None) -> tuple[Any
         except orjson.JSONDecodeError:
             pass
         else:
-            jobs = doc.get("jobs") if type(doc) is dict else None
+            field = ("upsert" if "upsert" in doc and "jobs" not in doc else "jobs") if type(doc) is dict else ""
+            jobs = doc.get(field) if field else None  # a session's changes: its upserted jobs (session.py)
             encoded = cache.encode(jobs) if cache is not None and type(jobs) is list else None
             if encoded is None:
                 if plainly_valid(doc):
                     return doc, True, None, None
             else:
                 known = cache.known_valid(encoded)
-                rest = {k: v for k, v in doc.items() if k != "jobs"}
-                rest["jobs"] = [jd for jd, k in zip(jobs, known) if not k]  # (at the depth they have in doc)
+                rest = {k: v for k, v in doc.items() if k != field}
+                rest[field] = [jd for jd, k in zip(jobs, known) if not k]  # (at the depth they have in doc)
                 if plainly_valid(rest):
                     return doc, True, encoded, known
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
@@ -242,7 +245,8 @@ _ONE_OF_HINTS = {
 def validate_request(doc: Any, known_jobs: Sequence[bool] | None = None) -> dict[str, Any]:
     """Check ``doc`` against the request schema; return it.
 
-    ``known_jobs[i]`` True: job ``i``'s JSON passed the schema in an earlier request
+    ``known_jobs[i]`` True: job ``i``'s JSON (of ``upsert`` in a session's changes without ``jobs``) passed the
+    schema in an earlier request
     (:meth:`~elasticopt.service.jobcache.JobCache.known_valid`), so the quick check skips it.
 
     First the quick, sufficient check: the request without its jobs by the compiled schema, the jobs by
@@ -259,7 +263,9 @@ def validate_request(doc: Any, known_jobs: Sequence[bool] | None = None) -> dict
 
     if not isinstance(doc, dict):
         raise ServiceError("invalid_request", "a request is a JSON object", "(root)", "a JSON object", type(doc).__name__)
-    if jobs_plainly_valid(doc.get("jobs", []), known_jobs):
+    on_upsert = "upsert" in doc and "jobs" not in doc  # ``known_jobs`` of a session's changes: their upserted jobs
+    if jobs_plainly_valid(doc.get("jobs", []), None if on_upsert else known_jobs) and \
+            jobs_plainly_valid(doc.get("upsert", []), known_jobs if on_upsert else None):
         try:
             _shell_validator()(doc)
         except fastjsonschema.JsonSchemaValueException:
