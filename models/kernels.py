@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["keep_index", "place_types", "check_choice", "layout", "gather_options", "current_mask", "value_totals", "group_max"]
+__all__ = ["keep_index", "place_types", "check_choice", "layout", "gather_options", "current_mask", "value_totals", "group_max",
+           "segment_lookup"]
 
 #: Below every utility (the reductions' "none yet").
 NEG = -(1 << 62)
@@ -464,4 +465,24 @@ def group_max(group, x, n):
         j = group[i]
         if x[i] > out[j]:
             out[j] = x[i]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def segment_lookup(row_job, row_code, start, end, codes, values):
+    """``out[i]``: the value of code ``row_code[i]`` among job ``row_job[i]``'s codes, nan where it has none.
+
+    Job j's codes are ``codes[start[j]:end[j]]``, ascending, with their ``values``; a binary search per row
+    (the reference: a dict look-up per row, ``objectives._caller_values_by_row``)."""
+    out = np.empty(row_job.size)
+    for i in range(row_job.size):
+        j = row_job[i]
+        lo, hi, c = start[j], end[j], row_code[i]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if codes[mid] < c:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[i] = values[lo] if lo < end[j] and codes[lo] == c else np.nan
     return out
