@@ -132,6 +132,47 @@ def _check_nodes(problem: Problem, solution: Solution, chosen: dict[str, Option]
             errors.append(f"job {jid!r} is packed but spans {len(nodes)} nodes, more than ceil(k / g)")
 
 
+def _nodes_plainly_ok(problem: Problem, solution: Solution, chosen: dict[str, Option]) -> bool:
+    """True only where :func:`_check_nodes` finds nothing: every chosen job placed on nodes of its type named
+    ``TYPE/INDEX``, on free GPUs, none twice (within a job or across jobs), its GPU count, packed jobs on their
+    fewest nodes.  Sets per node instead of a look-up per GPU (3x faster at 1,000 jobs); False means "not shown
+    here": the reference then words what is wrong (a test holds the two to the same verdict)."""
+    pools = problem.cluster.pools
+    names: dict[str, tuple[str, int, frozenset[int]]] = {}
+    for t in {opt.gpu_type for opt in chosen.values()}:
+        pool = pools[t]  # type: ignore[index]
+        for n, free in enumerate(pool.free_gpus()):
+            names[f"{t}/{n}"] = (t, n, frozenset(free))
+    used: dict[tuple[str, int], set[int]] = {}
+    placement = solution.placement
+    for jid, opt in chosen.items():
+        nodes = placement.get(jid)
+        if nodes is None:
+            return False
+        count, spans = 0, 0
+        for name, ix in nodes.items():
+            node = names.get(name)
+            if node is None or node[0] != opt.gpu_type or not node[2].issuperset(ix):
+                return False
+            mine = set(ix)
+            if len(mine) != len(ix):
+                return False
+            held = used.get(node[:2])  # type: ignore[arg-type]
+            if held is None:
+                used[node[:2]] = mine  # type: ignore[index]
+            elif held.isdisjoint(mine):
+                held |= mine
+            else:
+                return False
+            count += len(ix)
+            spans += 1 if ix else 0
+        if count != opt.gpus:
+            return False
+        if opt.packed and spans > -(-opt.gpus // pools[opt.gpu_type].gpus_per_node):  # type: ignore[index]
+            return False
+    return True
+
+
 def _placeable(problem: Problem, chosen: dict[str, Option]) -> str:
     """'placed', 'impossible' or 'unknown': can the chosen options be placed at all (exhaustive search)."""
     worst = "placed"
@@ -232,7 +273,8 @@ def verify(problem: Problem, solution: Solution) -> VerifyReport:
                 errors.append(f"allocation uses {u} GPUs of type {t!r}, the cluster has {cap}")
     if not errors:
         if solution.placement:
-            _check_nodes(problem, solution, chosen, errors)
+            if not _nodes_plainly_ok(problem, solution, chosen):
+                _check_nodes(problem, solution, chosen, errors)
         else:
             where = _placeable(problem, chosen)
             if where == "impossible":
