@@ -132,6 +132,22 @@ class JobCache:
             self.hits += 1
             return hit
 
+    def get_many(self, context: bytes, encoded: list[bytes | None]) -> list[CachedJob | None]:
+        """:meth:`get` of every job's ``(context, encoded[i])`` under one hold of the lock (None: not held, or a job
+        that cannot be keyed)."""
+        with self._lock:
+            jobs = self._jobs
+            found = [None if e is None else jobs.get((context, e)) for e in encoded]
+            move = jobs.move_to_end
+            hits = 0
+            for e, hit in zip(encoded, found):
+                if hit is not None:
+                    move((context, e))
+                    hits += 1
+            self.hits += hits
+            self.misses += len(found) - hits
+            return found
+
     def put(self, key: tuple[bytes, bytes], entry: CachedJob) -> None:
         """Keep a job that passed every check of its request."""
         if self.max_jobs == 0:

@@ -244,6 +244,7 @@ def translate(doc: dict[str, Any], screened: bool = False, cache: JobCache | Non
         encoded = cache.encode(jobs)  # type: ignore[union-attr]
     if encoded is None:
         ctx = None
+    found = None if ctx is None else cache.get_many(ctx, encoded)  # type: ignore[union-attr, arg-type]
     slots: list[Job | None] = []
     built: list[tuple[int, int]] = []
     keys: list[tuple[bytes, bytes] | None] = []
@@ -257,11 +258,9 @@ def translate(doc: dict[str, Any], screened: bool = False, cache: JobCache | Non
         if first != i:
             raise ServiceError("invalid_request", f"jobs[{i}].id: expected a unique id (jobs[{first}] has it too)",
                                f"jobs[{i}].id", f"a unique id (jobs[{first}] has it too)", jd["id"])
-        key = None if ctx is None or encoded[i] is None else (ctx, encoded[i])  # type: ignore[index]
-        keys.append(key)
-        hit = None if key is None else cache.get(key)  # type: ignore[union-attr]
+        hit = None if found is None else found[i]
         if hit is not None:
-            keys[-1] = None  # (kept already)
+            keys.append(None)  # (kept already)
             if hit.value_job is not None:
                 value_jobs[jd["id"]] = hit.value_job
             if hit.current is not None:
@@ -272,6 +271,7 @@ def translate(doc: dict[str, Any], screened: bool = False, cache: JobCache | Non
                 slots.append(hit.job)
                 request_index.append(i)
             continue
+        keys.append(None if ctx is None or encoded[i] is None else (ctx, encoded[i]))  # type: ignore[index]
         where = f"jobs[{i}]"
         has_values = "options" in jd
         if has_values != (objective == VALUES):
