@@ -12,7 +12,6 @@ thread-safe, and the machine's cores are better spent on one solve).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import threading
@@ -39,6 +38,7 @@ from elasticopt.service.protocol import (
     RESPONSE_FORMAT,
     ServiceError,
     RequestedSolver,
+    encode_response,
     error_response,
     parse_request_cached,
     request_validator,
@@ -232,7 +232,13 @@ class AllocationService:
         if self._record is not None:
             self._keep(data)
         resp = self.handle(data)
-        return resp, json.dumps(resp, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+        try:
+            return resp, encode_response(resp)
+        except ValueError as exc:  # a non-finite number in a response: a bug, answered as one (the service goes on)
+            log.error("response to request %r not written: %s", resp.get("id"), exc)
+            resp = error_response(resp.get("id"), ServiceError(
+                "internal", f"internal error: the response holds a number JSON cannot carry ({exc})", "(root)"))
+            return resp, encode_response(resp)
 
     def handle(self, request: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
         """Answer one request (JSON text or a parsed object); never raises."""
