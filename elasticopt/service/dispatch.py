@@ -28,10 +28,9 @@ from elasticopt.errors import (
     ValidationError,
 )
 from elasticopt.models.objectives import objective_names
-from elasticopt.models.table import job_values
 from elasticopt.service.heap import FrozenHeap
 from elasticopt.service.jobcache import JobCache
-from elasticopt.service.placement import NodeAssignment, check_placement, place
+from elasticopt.service.placement import answer_allocation
 from elasticopt.service.session import Merged, Sessions, session_error
 from elasticopt.service.protocol import (
     REQUEST_FORMAT,
@@ -430,7 +429,7 @@ class AllocationService:
         t_verify = time.perf_counter()
         alloc: dict[str, Any] = {}
         if sol.status.has_allocation and sol.objective is not None:
-            alloc, placed_warnings = self._placed(tr, sol, job_value)
+            alloc, placed_warnings = answer_allocation(tr, sol, job_value)
             warnings.extend(placed_warnings)
         t_place = time.perf_counter()
         value = sol.objective_value
@@ -464,68 +463,3 @@ class AllocationService:
                 "total_s": time.perf_counter() - t0,
             },
         }
-
-    def _placed(self, tr: Translation, sol: Solution,
-                job_value: Mapping[str, float]) -> tuple[dict[str, Any], list[str]]:
-        """Per job: GPUs, batch, pool, nodes, value (caller units), whether it moved; and warnings.
-
-        Per pool, the model's one placer keeping running jobs in place
-        (:func:`~elasticopt.service.placement.place`: a job keeps its nodes when its GPU count is
-        kept; where that leaves a packed job no fewest nodes, the pool is packed from scratch); the
-        solution's own placement (``sol.placement``, verified by ``verify``) only where the placer's
-        search stops first.  ``job_value``: the chosen options' values as :func:`~elasticopt.solvers.verify`
-        recomputed them (empty when the request turned verification off: then computed here, the same way).
-        """
-        problem = tr.problem
-        first_pool = next(iter(tr.pools))
-        pool_of = {jid: sol.gpu_types.get(jid, first_pool) for jid, a in sol.allocation.items() if a}
-        nodes_of: dict[str, list[list[int]]] = {}
-        moved: dict[str, bool] = {}
-        warnings: list[str] = []
-        for t, pool in tr.pools.items():
-            alloc = {jid: sol.allocation[jid][0] for jid, p in pool_of.items() if p == t}  # type: ignore[index]
-            if not alloc:
-                continue
-            g = pool.gpus_per_node
-            current = {jid: [(n - pool.first, c) for n, c in cur] for jid, (ct, cur) in tr.current.items()
-                       if ct == t and jid in alloc}
-            pl = place(pool.node_gpus, alloc, current, {j: bool(sol.packed.get(j)) for j in alloc})
-            warnings.extend(pl.warnings)
-            if pl.status == "placed" and not pl.kept:
-                warnings.append(f"pool {t!r}: keeping running jobs on their nodes would spread a packed job; "
-                                "the pool is packed from scratch")
-            if pl.status != "placed" or not all(len(pl.nodes[j]) <= -(-k // g) for j, k in alloc.items()
-                                                if sol.packed.get(j)):
-                chosen = {j: tuple(sorted((int(name.rsplit("/", 1)[1]), len(ix)) for name, ix in sol.placement[j].items()))
-                          for j in alloc}
-                pl = NodeAssignment(chosen, {j: tuple(sorted(current.get(j, ()))) != chosen[j] for j in alloc})
-                warnings.append(f"pool {t!r}: the placer stopped before placing the packed jobs; "
-                                "the model's placement is used")
-            errors = check_placement(pool.node_gpus, alloc, pl)
-            if errors:
-                raise ServiceError("internal", "placement does not verify: " + "; ".join(errors), "allocation",
-                                   "a placement within every node's GPUs", errors[0])
-            for j in alloc:
-                nodes_of[j] = [[pool.first + n, c] for n, c in pl.nodes[j]]
-                moved[j] = bool(pl.moved[j])
-        out: dict[str, Any] = {}
-        for job in problem.jobs:
-            a = sol.allocation.get(job.id)
-            if a is None:
-                out[job.id] = None
-                continue
-            (k, b), t, packed = a, pool_of[job.id], bool(sol.packed.get(job.id, False))
-            vj = tr.value_jobs.get(job.id)
-            if vj is not None:
-                v = vj.priced[(t, k, b, packed)]
-            elif job.id in job_value:
-                v = job_value[job.id]
-            else:
-                opts = [o for o in job.typed_options(problem.cluster, problem.node_aware)
-                        if (o.gpu_type, o.gpus, o.batch, o.packed) == (t, k, b, packed)]
-                v = job_values(problem, job, opts)[0]
-            out[job.id] = {"gpus": k, "batch": b, "pool": t, "nodes": nodes_of[job.id], "value": float(v),
-                           "moved": moved[job.id]}
-        for jid in tr.left_out:
-            out[jid] = None
-        return out, warnings

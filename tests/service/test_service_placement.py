@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+import json
+
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import elasticopt.service.placement as placement_module
+from elasticopt.service import AllocationService
 from elasticopt.service.placement import NodeAssignment, check_placement, place
+
+from service_helpers import ROOT, check_response
+from test_service_jobcache import _sequence
 
 
 @st.composite
@@ -54,3 +62,46 @@ def test_check_placement_rejects_overfull_nodes_and_miscounts():
     bad = NodeAssignment(nodes={"a": ((0, 5),), "b": ((0, 4),)}, moved={"a": True, "b": True})
     errs = check_placement([8], {"a": 5, "b": 3}, bad)
     assert any("node 0" in e for e in errs) and any("'b'" in e for e in errs)
+
+
+
+# -- a pool where no job runs: the solution's own placement is the answer ------------------------------------------
+
+def _answers(docs: list) -> list:
+    """Each request's answer by a fresh service, timings dropped."""
+    out = []
+    for doc in docs:
+        resp = AllocationService(cache_jobs=0).handle(json.dumps(doc).encode())
+        resp.pop("timings", None)
+        out.append(resp)
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(rng=st.randoms(use_true_random=False))
+def test_a_pool_where_no_job_runs_is_answered_as_the_placer_places_it_from_scratch(rng):
+    docs = _sequence(rng, 4)
+    answers = _answers(docs)
+    with pytest.MonkeyPatch.context() as mp:  # the placer for every pool, as before the solution's was used
+        mp.setattr(placement_module, "_solution_nodes", lambda *a: None)
+        assert _answers(docs) == answers
+
+
+def test_the_solution_placement_is_taken_where_no_job_runs_and_busy_gpus_stay_free(monkeypatch):
+    doc = dict(json.loads((ROOT / "instances" / "placement-fragmented-12.json").read_text()), id="frag")  # format 2
+    taken, real = [], placement_module._solution_nodes
+    monkeypatch.setattr(placement_module, "_solution_nodes", lambda *a: taken.append(a[0]) or real(*a))
+    resp = check_response(AllocationService().handle(json.dumps(doc).encode()))
+    assert resp["ok"] and resp["verified"] and taken, resp
+    free, first = {}, 0
+    for pool in doc["cluster"]["pools"].values():
+        for n in range(pool["nodes"]):
+            free[first + n] = len(pool["free"][n]) if "free" in pool else pool["gpus_per_node"]
+        first += pool["nodes"]
+    used: dict[int, int] = {}
+    for a in resp["allocation"].values():
+        if a:
+            assert sum(c for _, c in a["nodes"]) == a["gpus"] and a["moved"]
+            for n, c in a["nodes"]:
+                used[n] = used.get(n, 0) + c
+    assert used and all(c <= free[n] for n, c in used.items()), (used, free)
