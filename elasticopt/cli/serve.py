@@ -37,6 +37,17 @@ def _count(text: str) -> int:
     return n
 
 
+def _sessions(text: str) -> int:
+    """``--sessions``: an integer >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, found {text!r}")
+    return n
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``serve`` subcommand."""
     p = sub.add_parser(
@@ -71,6 +82,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-jobs", type=_count, default=16384, metavar="N",
                    help="translated jobs kept between requests (default 16384; 0: none): a job whose JSON an earlier "
                    "request held in the same cluster and objective is not translated again (answers are the same)")
+    p.add_argument("--sessions", type=_sessions, default=64, metavar="N",
+                   help="sessions kept, the least recently used dropped first (default 64): a host that sends its "
+                   "whole state once with \"session\", then only what changed (docs/integrations.md \"Sessions\")")
     warm = p.add_mutually_exclusive_group()
     warm.add_argument("--warm", action="store_true", help="compile the DP's kernels for one to three pools before "
                       "the first answer (the default; the flag states it): 10-20 s once")
@@ -94,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
 
     limit = checked_time_limit(args.time_limit_s, "--time-limit-s", **CLI_TIME_LIMIT)
     service = AllocationService(default_solver=args.solver, default_time_limit_s=limit,
-                                placement_fallback=fallback, record=args.record, cache_jobs=args.cache_jobs)
+                                placement_fallback=fallback, record=args.record, cache_jobs=args.cache_jobs,
+                                max_sessions=args.sessions)
     if not args.no_warm_up:
         service.warm_up()  # ends with service.heap.collect_all()
     else:

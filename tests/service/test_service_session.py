@@ -212,3 +212,16 @@ def test_solve_refuses_a_file_of_changes_by_name(tmp_path):
     path.write_text(json.dumps({"format": "elasticopt-request/1", "session": "s", "base": 2, "upsert": []}))
     with pytest.raises(InstanceError, match=r"delta.json: base: expected a whole request"):
         load_problem_file(str(path))
+
+
+def test_serve_keeps_as_many_sessions_as_asked_and_refuses_none():
+    doc = _values_request(2)
+    lines = [json.dumps(dict(doc, session=name)) for name in ("a", "b")]
+    lines.append(json.dumps({"format": "elasticopt-request/1", "session": "a", "base": 1}))
+    cmd = [sys.executable, "-m", "elasticopt", "serve", "--stdio", "--no-warm-up", "--sessions", "1"]
+    out = subprocess.run(cmd, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=300, check=True)
+    last = json.loads(out.stdout.splitlines()[-1])
+    assert last["error"]["code"] == "session_unknown" and "1 sessions used last" in last["error"]["message"]
+    bad = subprocess.run(cmd[:-1] + ["0"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--sessions: expected an integer >= 1, found '0'" in bad.stderr
+    assert "Traceback" not in bad.stderr
