@@ -59,3 +59,17 @@ def test_the_memo_is_bounded_and_keeps_its_objects():
     for i in range(verify_module._OPTIONS_MAX + 1):
         verify_module._typed_options(Job(f"j{i}", MeasuredThroughput({(1, 32): 1.0}), 32, 32, 32), cluster, False)
     assert len(verify_module._OPTIONS) <= verify_module._OPTIONS_MAX
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=st.one_of(problems(), general_problems()), data=st.data())
+def test_prices_are_not_reused_across_objectives_or_penalties(problem, data):
+    """The priced options of a job (``_PRICED``) are reused for the same job and cluster objects only under the
+    same objective and rescale penalty: the same objects in a problem that prices them otherwise are priced
+    afresh (the report equals a fresh enumeration's)."""
+    sol = data.draw(_allocations(problem))
+    verify(problem, sol)  # prices every allocated job under the first problem's objective and penalty
+    other = replace(problem,
+                    objective=data.draw(st.sampled_from(["speedup", "throughput", problem.objective])),
+                    rescale_penalty=data.draw(st.sampled_from([0.0, 0.25, problem.rescale_penalty])))
+    assert verify(other, sol) == verify(_fresh(other), sol)
