@@ -429,7 +429,7 @@ class AllocationService:
         t_verify = time.perf_counter()
         alloc: dict[str, Any] = {}
         if sol.status.has_allocation and sol.objective is not None:
-            alloc, placed_warnings = answer_allocation(tr, sol, job_value)
+            alloc, placed_warnings = answer_allocation(tr, sol, job_value, verified)
             warnings.extend(placed_warnings)
         t_place = time.perf_counter()
         value = sol.objective_value

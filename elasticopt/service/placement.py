@@ -188,8 +188,8 @@ def _solution_nodes(t: str, nodes: int, alloc: Mapping[str, int], sol: Solution)
     return NodeAssignment(out, dict.fromkeys(alloc, True))
 
 
-def answer_allocation(tr: Translation, sol: Solution,
-                      job_value: Mapping[str, float]) -> tuple[dict[str, Any], list[str]]:
+def answer_allocation(tr: Translation, sol: Solution, job_value: Mapping[str, float],
+                      verified: bool = False) -> tuple[dict[str, Any], list[str]]:
     """A response's ``allocation``: per job GPUs, batch, pool, nodes, value (caller units), whether it moved;
     and warnings.
 
@@ -199,7 +199,9 @@ def answer_allocation(tr: Translation, sol: Solution,
     (``sol.placement``, the same placer's from scratch as the solve made it, verified by ``verify``), not
     placed a second time (1,000 jobs: ~4 ms).  The solution's placement is also the answer where the
     placer's search stops first.  Every placement is checked (:func:`check_placement`) before it is
-    answered.  ``job_value``: the chosen options' values as :func:`~elasticopt.solvers.verify` recomputed
+    answered, but for the solution's own where ``verified`` (``verify`` passed it: every job on its count of
+    free GPUs of its pool, none twice, packed ones on their fewest nodes, which implies what the check
+    checks).  ``job_value``: the chosen options' values as :func:`~elasticopt.solvers.verify` recomputed
     them (empty when the request turned verification off: then computed here, the same way).
     """
     problem = tr.problem
@@ -216,20 +218,21 @@ def answer_allocation(tr: Translation, sol: Solution,
         current = {jid: [(n - pool.first, c) for n, c in cur] for jid, (ct, cur) in tr.current.items()
                    if ct == t and jid in alloc}
         pl = None if current else _solution_nodes(t, len(pool.node_gpus), alloc, sol)
+        checked = pl is not None and verified  # the solution's own placement, which verify passed
         if pl is None:
             pl = place(pool.node_gpus, alloc, current, {j: bool(sol.packed.get(j)) for j in alloc})
             warnings.extend(pl.warnings)
             if pl.status == "placed" and not pl.kept:
                 warnings.append(f"pool {t!r}: keeping running jobs on their nodes would spread a packed job; "
                                 "the pool is packed from scratch")
-        if pl.status != "placed" or not all(len(pl.nodes[j]) <= -(-k // g) for j, k in alloc.items()
-                                            if sol.packed.get(j)):
+        if not checked and (pl.status != "placed" or not all(len(pl.nodes[j]) <= -(-k // g)
+                                                             for j, k in alloc.items() if sol.packed.get(j))):
             chosen = {j: tuple(sorted((int(name.rsplit("/", 1)[1]), len(ix)) for name, ix in sol.placement[j].items()))
                       for j in alloc}
             pl = NodeAssignment(chosen, {j: tuple(sorted(current.get(j, ()))) != chosen[j] for j in alloc})
             warnings.append(f"pool {t!r}: the placer stopped before placing the packed jobs; "
                             "the model's placement is used")
-        errors = check_placement(pool.node_gpus, alloc, pl)
+        errors = [] if checked else check_placement(pool.node_gpus, alloc, pl)
         if errors:
             raise ServiceError("internal", "placement does not verify: " + "; ".join(errors), "allocation",
                                "a placement within every node's GPUs", errors[0])
@@ -250,9 +253,11 @@ def answer_allocation(tr: Translation, sol: Solution,
         elif job.id in job_value:
             v = job_value[job.id]
         else:
-            opts = [o for o in job.typed_options(problem.cluster, problem.node_aware)
-                    if (o.gpu_type, o.gpus, o.batch, o.packed) == (t, k, b, packed)]
-            v = job_values(problem, job, opts)[0]
+            # priced among all its options, as verify prices it: an objective may divide by the job's best
+            # rate over them (speedup, goodput); priced alone, the chosen option was its own best (a value of k)
+            opts = job.typed_options(problem.cluster, problem.node_aware)
+            v = next(val for o, val in zip(opts, job_values(problem, job, opts))
+                     if (o.gpu_type, o.gpus, o.batch, o.packed) == (t, k, b, packed))
         out[job.id] = {"gpus": k, "batch": b, "pool": t, "nodes": nodes_of[job.id], "value": float(v),
                        "moved": moved[job.id]}
     for jid in tr.left_out:

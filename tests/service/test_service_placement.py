@@ -105,3 +105,23 @@ def test_the_solution_placement_is_taken_where_no_job_runs_and_busy_gpus_stay_fr
             for n, c in a["nodes"]:
                 used[n] = used.get(n, 0) + c
     assert used and all(c <= free[n] for n, c in used.items()), (used, free)
+
+
+@settings(max_examples=20, deadline=None)
+@given(rng=st.randoms(use_true_random=False))
+def test_a_verified_solution_placement_is_answered_as_the_checked_one(rng):
+    """Where ``verify`` passed the solution's own placement, ``check_placement`` is not run again on it: the
+    answers equal those of the same requests unverified (every placement checked), and a check of each
+    verified answer's allocation by ``check_placement`` finds nothing."""
+    docs = _sequence(rng, 4)
+    verified, unverified = _answers(docs), _answers([dict(d, verify=False) for d in docs])
+    for on, off in zip(verified, unverified):
+        assert on["ok"] == off["ok"] and on.get("allocation") == off.get("allocation"), json.dumps([on.get("allocation"), off.get("allocation")])
+
+
+def test_check_placement_runs_unless_verify_passed_the_solutions_own(monkeypatch):
+    doc = dict(json.loads((ROOT / "instances" / "placement-fragmented-12.json").read_text()), id="frag")
+    calls, real = [], placement_module.check_placement
+    monkeypatch.setattr(placement_module, "check_placement", lambda *a: calls.append(a) or real(*a))
+    assert AllocationService().handle(json.dumps(doc).encode())["verified"] and not calls
+    assert not AllocationService().handle(json.dumps(dict(doc, verify=False)).encode())["verified"] and calls
