@@ -186,12 +186,14 @@ def test_completion_rate_the_exact_optimum(rate_solve_policy, seed):
     tput = {j: {"k80": rng.uniform(1, 3), "p100": rng.uniform(2, 6), "v100": rng.uniform(4, 10)} for j in ids}
     steps = {j: rng.choice([10, rng.uniform(1e3, 1e6)]) for j in ids}  # some about to finish (floored)
     weights = {j: rng.choice([1.0, 2.0]) for j in ids}
+    ages = {j: rng.choice([0.0, rng.uniform(0, 5e5)]) for j in ids}
     alloc = compute_allocation(rate_solve_policy, tput, scale, spec, num_steps_remaining=steps,
-                               priority_weights=weights)
+                               priority_weights=weights, times_since_start=ages)
     accept(alloc, tput, scale, spec)
 
     def rate(j, t):
-        return weights[j] * tput[j][t] / max(steps[j], rate_solve_policy.round_s * max(tput[j].values()))
+        aged = weights[j] * (1 + ages[j] / rate_solve_policy.aging_s)
+        return aged * tput[j][t] / max(steps[j], rate_solve_policy.round_s * max(tput[j].values()))
 
     top = max(rate(j, t) for j in ids for t in spec)
     got = sum(x * rate(j, t) / top for j in ids for t, x in alloc[j].items())
@@ -200,6 +202,32 @@ def test_completion_rate_the_exact_optimum(rate_solve_policy, seed):
         if all(sum(scale[j] for j, c in zip(ids, combo) if c == t) <= spec[t] for t in spec):
             best = max(best, sum(rate(j, c) / top for j, c in zip(ids, combo) if c))
     assert got == pytest.approx(best, abs=len(ids) * 2.0 ** -19)
+
+
+def test_an_old_job_overtakes_a_younger_shorter_one_as_it_ages(client):
+    """Aging (``aging_s``, one day by default): one GPU, equal throughputs; the young job has half the old one's
+    steps left.  Without aging (or at equal ages) the shorter runs; the old job, two days in the system, is
+    worth 1 + 2 = 3 times its rate and runs.  ``aging_s=None`` turns it off; a negative age counts as 0."""
+    old, young = JobIdPair(0, None), JobIdPair(1, None)
+    args = ({old: {"v100": 1.0}, young: {"v100": 1.0}}, {old: 1, young: 1}, {"v100": 1})
+    steps = {old: 4000.0, young: 2000.0}
+
+    def runs(policy, ages):
+        alloc = compute_allocation(policy, *args, num_steps_remaining=steps, times_since_start=ages)
+        return [j[0] for j in (old, young) if alloc[j]["v100"] == 1.0]
+
+    aged, unaged = GavelPolicy(client=client, fill_spare=False), GavelPolicy(client=client, fill_spare=False,
+                                                                             aging_s=None)
+    assert runs(aged, {old: 0.0, young: 0.0}) == [1]
+    assert runs(aged, {old: 2 * 86400.0, young: 60.0}) == [0]
+    assert runs(unaged, {old: 2 * 86400.0, young: 60.0}) == [1]
+    assert runs(aged, {old: -2 * 86400.0, young: 0.0}) == [1]
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "86400", True])
+def test_aging_s_must_be_positive_finite_seconds(bad):
+    with pytest.raises(ValueError, match="aging_s: expected a finite number of seconds > 0 or None"):
+        GavelPolicy(client=object(), aging_s=bad)
 
 
 def test_a_job_about_to_finish_does_not_erase_the_others_values(client):
