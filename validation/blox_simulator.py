@@ -52,7 +52,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import host_records  # noqa: E402
-from host_runs import hosts_stopped_on_signal, start_host, stop_host, wait_host  # noqa: E402
+from host_runs import hosts_stopped_on_signal, serve_command, start_host, stop_host, wait_host  # noqa: E402
 
 from elasticopt._io import atomic_write_text  # noqa: E402
 from elasticopt.errors import ElasticoptError  # noqa: E402
@@ -230,9 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout-s", type=float, default=1800.0, help="per run (default 1800)")
     ap.add_argument("--out", type=Path, default=None, help="folder for logs and table.md (default: temporary)")
     ap.add_argument("--serve", default=None,
-                    help="command of the service (default: this interpreter's `-m elasticopt serve --stdio`)")
+                    help="command of the service (default: this interpreter's `-m elasticopt serve --stdio`, under "
+                         "this process's PYTHONPATH)")
     a = ap.parse_args(argv)
-    serve = shlex.split(a.serve) if a.serve else [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
+    serve = serve_command(a.serve)
     tmp = None
     try:
         root = check_checkout(a.blox)

@@ -65,7 +65,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import host_records  # noqa: E402
-from host_runs import hosts_stopped_on_signal, parse_options, start_host, wait_host  # noqa: E402
+from host_runs import hosts_stopped_on_signal, parse_options, serve_command, start_host, wait_host  # noqa: E402
 
 from elasticopt._io import atomic_write_text  # noqa: E402
 from elasticopt.errors import ElasticoptError  # noqa: E402
@@ -251,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="folder for logs, records and table.md (default: a temporary folder, removed)")
     ap.add_argument("--serve", default=None,
-                    help="command of the service (default: this interpreter's `-m elasticopt serve --stdio`)")
+                    help="command of the service (default: this interpreter's `-m elasticopt serve --stdio`, under "
+                         "this process's PYTHONPATH)")
     ap.add_argument("--timeout-s", type=float, default=None,
                     help="stop a policy's simulation after this many seconds and show it as not ended (default: "
                     "none; Gavel's policies can run for hours where they starve a job)")
@@ -262,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gavel_simulator: error: --timeout-s {a.timeout_s:g}: expected a number of seconds > 0",
               file=sys.stderr)
         return 2
-    serve = shlex.split(a.serve) if a.serve else [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
+    serve = serve_command(a.serve)
     tmp = None
     try:
         options = parse_options(a.dropin_options)

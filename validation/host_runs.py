@@ -22,6 +22,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -232,6 +233,23 @@ def run_host(run: HostRun) -> None:
         tail = run.stdout.read_text(errors="replace")[-2000:]
         raise ElasticoptError(f"{run.script} {shlex.join(run.args)} exited with {proc.returncode} "
                               f"(its output: {run.stdout}); last lines:\n{tail}")
+
+
+def serve_command(serve: str | None = None) -> list[str]:
+    """The command a drop-in starts its service with: ``serve`` (``--serve``, shell-quoted) where given, else
+    this interpreter's ``-m elasticopt serve --stdio`` under this process's ``PYTHONPATH`` (through ``env``).
+
+    The drop-in starts it from inside the host, whose ``PYTHONPATH`` is the host checkout and the launcher's
+    folder: inherited, an elasticopt run from a checkout on ``PYTHONPATH`` would start the service of whatever
+    copy the interpreter has installed (found running a copy while the service came from another checkout)."""
+    if serve:
+        return shlex.split(serve)
+    cmd = [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
+    env = shutil.which("env")
+    if env is None:
+        return cmd
+    path = os.environ.get("PYTHONPATH")
+    return [env, f"PYTHONPATH={path}", *cmd] if path else [env, "-u", "PYTHONPATH", *cmd]
 
 
 def check_python(python: str) -> str:

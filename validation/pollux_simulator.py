@@ -168,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
                          f"'{{\"p_fairness\": -1}}' (default none)")
     ap.add_argument("--parallel", type=int, default=1,
                     help="simulations run at once, each a host process (and a service for the drop-in; default 1)")
+    ap.add_argument("--serve", default=None,
+                    help="command of the service the drop-in starts (default: this interpreter's `-m elasticopt "
+                         "serve --stdio`, under this process's PYTHONPATH)")
     ap.add_argument("--record", action="store_true",
                     help="keep the drop-in's requests of each run (<log>.requests.jsonl, elasticopt serve --record): "
                          "'elasticopt serve --stdio < FILE' answers them again")
@@ -187,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ElasticoptError(f"--draws {a.draws}: expected at least 1 run of each host policy")
         workloads = check_inputs(simulator, a.python, a.workloads)
         sources = published_sources(simulator, a.published.resolve() if a.published else None)
-        serve = [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
+        serve = hr.serve_command(a.serve)
         plan, tasks = [], []
         seeds = hw.perturb_seeds(a)
         for w, seed in ((w, seed) for w in workloads for seed in seeds):

@@ -132,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", type=int, default=1,
                     help="simulations run at once, each a host process (and a service for the drop-in; default 1)")
     hw.add_perturb_arguments(ap)
+    ap.add_argument("--serve", default=None,
+                    help="command of the service the drop-in starts (default: this interpreter's `-m elasticopt "
+                         "serve --stdio`, under this process's PYTHONPATH)")
     ap.add_argument("--record", action="store_true",
                     help="keep the drop-in's requests of each run (<log>.requests.jsonl, elasticopt serve --record): "
                          "'elasticopt serve --stdio < FILE' answers them again")
@@ -145,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ElasticoptError(f"--policies {a.policies!r}: unknown {bad}; expected some of {sorted(POLICIES)}")
         workloads = check_inputs(simulator, a.python, a.workloads or ["saturn/workload-1.csv"])
         seeds = hw.perturb_seeds(a)
-        serve = [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
+        serve = hr.serve_command(a.serve)
         plan, tasks = [], []
         for w, seed in ((w, seed) for w in workloads for seed in seeds):
             tag = f"{w.parent.name}-{w.stem}" + (f"-first{a.jobs}" if a.jobs > 0 else "")

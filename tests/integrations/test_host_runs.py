@@ -179,3 +179,21 @@ def test_the_stop_handler_neither_re_enters_nor_waits_on_its_own_lock(capsys):
     with hr.hosts_stopped_on_signal():  # a new run handles a signal again
         with pytest.raises(SystemExit):
             hr._stop_hosts(signal.SIGINT, None)
+
+
+def test_the_service_a_drop_in_starts_imports_what_the_runner_imports(monkeypatch, tmp_path):
+    """The drop-in starts the service from inside the host, whose PYTHONPATH is the host's: the default command
+    carries the runner's own PYTHONPATH (or none), so the service is the elasticopt the runner runs.  Run as
+    the drop-in runs it, with the host's PYTHONPATH in its environment."""
+    assert hr.serve_command("my-serve --stdio --x 'a b'") == ["my-serve", "--stdio", "--x", "a b"]
+    probe = ["-c", "import os, sys; print(os.environ.get('PYTHONPATH')); print(sys.path[1])"]
+    host_env = dict(os.environ, PYTHONPATH=str(tmp_path / "host-checkout"))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "runner"))
+    cmd = hr.serve_command()
+    assert cmd[-5:] == [sys.executable, "-m", "elasticopt", "serve", "--stdio"]
+    out = subprocess.run(cmd[:-4] + probe, env=host_env, capture_output=True, text=True, check=True).stdout.split()
+    assert out == [str(tmp_path / "runner")] * 2
+    monkeypatch.delenv("PYTHONPATH")
+    out = subprocess.run(hr.serve_command()[:-4] + probe, env=host_env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[0] == "None" and str(tmp_path) not in out[1]
