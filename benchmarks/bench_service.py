@@ -6,6 +6,9 @@ For each size, on the same request, side by side in one run (medians):
 
 - ``solve``: ``elasticopt.solve(problem)`` in-process from a built Problem
   (compile + reduce + backend) -- the floor;
+- ``solve+verify``: the same, each solution checked by ``elasticopt.verify`` (what every result gets in
+  the service; the same Problem object each time, so ``verify`` reuses what it priced, as it does for
+  the service's cached jobs);
 - ``load+solve``: building the Problem from the instance JSON document
   (the model's own loader) and solving it, in-process;
 - ``service``: ``AllocationService.handle(bytes)`` in-process (parse,
@@ -45,7 +48,7 @@ from typing import Any, Callable
 
 import orjson
 
-from elasticopt import solve
+from elasticopt import solve, verify
 from elasticopt.generate import generate_instance
 from elasticopt.integrations.pollux import PolluxPolicy
 from elasticopt.models import problem_from_dict, problem_to_dict
@@ -156,6 +159,7 @@ def main() -> None:
                 in_session = iter(deltas)
                 t = {
                     "solve": median_s(lambda: solve(problem, a.solver), a.repeats),
+                    "solve+verify": median_s(lambda: verify(problem, solve(problem, a.solver)), a.repeats),
                     "load+solve": median_s(lambda: solve(problem_from_dict(model_doc), a.solver), a.repeats),
                     "service": median_s(lambda: service.handle(data), a.repeats),
                     "svc 1% new": median_s(lambda: service.handle(next(changed)), a.repeats),
@@ -179,13 +183,13 @@ def main() -> None:
     print(f"medians of {a.repeats} requests, solver {a.solver}; overhead = transport time - solve time")
     head = f"{'jobs':>5} {'GPUs':>5} {'kind':>6} {'KiB':>6} " + " ".join(f"{k:>11}" for k in rows[0][4])
     print(head + f" {'stdio-solve':>12} {'http-solve':>11} {'service/solve':>13} {'1% new/solve':>12} "
-          f"{'session/solve':>13} {'stdio/solve':>11}")
+          f"{'session/solve':>13} {'stdio/solve':>11} {'session/(solve+verify)':>22}")
     for n, gpus, kind, size, t, _, _ in rows:
         ms = " ".join(f"{1e3 * v:>9.2f}ms" for v in t.values())
         print(f"{n:>5} {gpus:>5} {kind:>6} {size / 1024:>6.0f} {ms} {1e3 * (t['stdio'] - t['solve']):>10.2f}ms "
               f"{1e3 * (t['http'] - t['solve']):>9.2f}ms {t['service'] / t['solve']:>12.2f}x "
               f"{t['svc 1% new'] / t['solve']:>11.2f}x {t['svc session'] / t['solve']:>12.2f}x "
-              f"{t['stdio'] / t['solve']:>10.2f}x")
+              f"{t['stdio'] / t['solve']:>10.2f}x {t['svc session'] / t['solve+verify']:>21.2f}x")
     print(f"\nthe in-process service's own timings of the same request, whole / a session's 1 % changes (ms, "
           f"medians of {a.repeats}):")
     for n, _, kind, _, _, parts, session_parts in rows:
