@@ -340,7 +340,7 @@ class AllocationService:
         if encoded is not None:
             self.job_cache.add_valid(encoded)
         name = doc["session"]
-        with self.sessions.lock(name):
+        with self.sessions.hold(name):
             merged: Merged | None = None
             if "base" in doc:
                 merged = self.sessions.merge(doc, screened, encoded)

@@ -23,7 +23,8 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,8 +81,10 @@ class Merged:
 class Sessions:
     """The sessions a service holds, the ``max_sessions`` least recently used (thread-safe).
 
-    Requests of one session are answered one at a time (:meth:`lock`); those of different sessions, and
-    requests without one, as the service answers any two requests.
+    Requests of one session are answered one at a time (:meth:`hold`); those of different sessions, and
+    requests without one, as the service answers any two requests.  A session's lock lives while a request
+    holds or waits for it, even where the session itself is dropped meanwhile (else a request that came then
+    would take a new lock and run beside the one being answered).
     """
 
     def __init__(self, max_sessions: int = 64):
@@ -89,16 +92,26 @@ class Sessions:
             raise ValueError(f"max_sessions: expected an integer >= 1, found {max_sessions!r}")
         self.max_sessions = max_sessions
         self._states: OrderedDict[str, SessionState] = OrderedDict()
-        self._locks: dict[str, threading.Lock] = {}
+        self._locks: dict[str, list[Any]] = {}  # name -> [its lock, how many requests hold or wait for it]
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._states)
 
-    def lock(self, name: str) -> threading.Lock:
-        """The lock a request of session ``name`` holds while it is answered."""
+    @contextmanager
+    def hold(self, name: str) -> Iterator[None]:
+        """Hold session ``name``'s lock while a request of it is answered (waiting for the one before)."""
         with self._lock:
-            return self._locks.setdefault(name, threading.Lock())
+            entry = self._locks.setdefault(name, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._lock:
+                entry[1] -= 1
+                if entry[1] == 0 and name not in self._states:  # dropped (or never kept): nothing to lock
+                    self._locks.pop(name, None)
 
     def state(self, name: str) -> SessionState | None:
         """The session's state, or None where none is held."""
@@ -194,7 +207,9 @@ class Sessions:
             self._states.move_to_end(name)
             while len(self._states) > self.max_sessions:
                 dropped, _ = self._states.popitem(last=False)
-                self._locks.pop(dropped, None)
+                entry = self._locks.get(dropped)
+                if entry is not None and entry[1] == 0:  # a held lock goes when its last request is answered
+                    del self._locks[dropped]
         return revision
 
 

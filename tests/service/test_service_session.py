@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import threading
 import re
 import subprocess
 import sys
@@ -170,6 +171,37 @@ def test_the_least_recently_used_session_is_dropped_and_the_host_starts_again():
     _start(service, doc, "a")  # the whole state again
     with pytest.raises(ValueError, match="max_sessions"):
         Sessions(0)
+
+
+def test_a_session_dropped_while_it_is_answered_keeps_its_lock_until_the_request_ends():
+    sessions = Sessions(max_sessions=1)
+    sessions.keep("a", {"jobs": []}, None, True, False)
+    inside, release, order = threading.Event(), threading.Event(), []
+
+    def first() -> None:
+        with sessions.hold("a"):
+            inside.set()
+            release.wait(5)
+            order.append("first ends")
+
+    def second() -> None:
+        with sessions.hold("a"):
+            order.append("second runs")
+
+    t1 = threading.Thread(target=first)
+    t1.start()
+    assert inside.wait(5)
+    sessions.keep("b", {"jobs": []}, None, True, False)  # drops "a" (one session kept) while "a" is answered
+    assert sessions.state("a") is None
+    t2 = threading.Thread(target=second)
+    t2.start()
+    t2.join(0.2)
+    assert t2.is_alive() and order == [], "a request of the dropped session ran beside the one being answered"
+    release.set()
+    t1.join(5)
+    t2.join(5)
+    assert order == ["first ends", "second runs"]
+    assert "a" not in sessions._locks  # the dropped session's lock went with its last request
 
 
 def test_the_error_code_is_declared_everywhere():
