@@ -45,6 +45,7 @@ from elasticopt.service.protocol import (
 )
 from elasticopt.models.instance_format2 import FORMAT_2
 from elasticopt.service.translate import VALUES, Translation, translate, translate_instance
+from elasticopt.service.translate_changes import translate_changes
 from elasticopt.solvers import (
     Reason,
     Solution,
@@ -350,11 +351,16 @@ class AllocationService:
                 whole = doc
             t_valid = time.perf_counter()
             try:
-                resp = self._solve_request(whole, request_id, t0, t_parse, t_valid, screened, encoded)
+                changes = None
+                if merged is not None and self.job_cache.max_jobs:  # the kept jobs as last translated
+                    changes = translate_changes(merged, doc, screened, self.job_cache)
+                tr, marks = changes if changes is not None else (
+                    translate(whole, screened, self.job_cache, encoded), None)
+                resp = self._answer(tr, whole, request_id, t0, t_parse, t_valid)
             except ServiceError as exc:
                 raise exc if merged is None else session_error(exc, merged, name) from None
-            resp["session"] = {"id": name, "revision": self.sessions.keep(name, whole, encoded, screened,
-                                                                          merged is not None)}
+            resp["session"] = {"id": name, "revision": self.sessions.keep(name, whole, encoded, screened, merged,
+                                                                          tr, marks)}
         return resp
 
     # -- the solve path -----------------------------------------------------------------------------------------
@@ -413,6 +419,11 @@ class AllocationService:
             tr = translate_instance(doc, screened)
         else:
             tr = translate(doc, screened, self.job_cache, encoded)
+        return self._answer(tr, doc, request_id, t0, t_parse, t_valid)
+
+    def _answer(self, tr: Translation, doc: dict[str, Any], request_id: Any, t0: float, t_parse: float,
+                t_valid: float) -> dict[str, Any]:
+        """Solve a translated request, verify and place its answer, and write the response."""
         t_tr = time.perf_counter()
         spec = RequestedSolver.from_request(doc["solver"]) if "solver" in doc else self.default_solver
         limit = checked_time_limit(doc["time_limit_s"]) if "time_limit_s" in doc else self.default_time_limit_s

@@ -56,6 +56,11 @@ class SessionState:
     screened
         Every value of ``doc`` is plain (the model loader's screen; see
         :func:`~elasticopt.service.protocol.parse_request_cached`).
+    translation
+        What ``doc`` translated to (:class:`~elasticopt.service.translate.Translation`), None if not kept.
+    marks
+        What of ``doc``'s jobs decides its context (:class:`~elasticopt.service.translate_changes.Marks`), None
+        until a request of changes counted them.
     """
 
     revision: int
@@ -63,19 +68,25 @@ class SessionState:
     index: dict[str, int]
     encoded: list[bytes | None] | None
     screened: bool
+    translation: Any = None
+    marks: Any = None
 
 
 @dataclass(frozen=True)
 class Merged:
     """A session request made whole: the request, how it was screened, each job's JSON and whether it is
-    known to pass the schema, and for each job of ``doc["jobs"]`` the index in ``upsert`` it came from
-    (None: kept from the state)."""
+    known to pass the schema, for each job of ``doc["jobs"]`` the index in ``upsert`` it came from (None:
+    kept from the state) and its index in the state's jobs (None: new), the state it was made from and the
+    indices there of the jobs removed."""
 
     doc: dict[str, Any]
     screened: bool
     encoded: list[bytes | None] | None
     known: list[bool] | None
     origin: list[int | None]
+    source: list[int | None]
+    state: SessionState
+    removed: tuple[int, ...]
 
 
 class Sessions:
@@ -162,6 +173,7 @@ class Sessions:
         jobs: list[Any] = list(old_jobs)
         encoded = None if state.encoded is None else list(state.encoded)
         origin: list[int | None] = [None] * len(jobs)
+        source: list[int | None] = list(range(len(jobs)))
         new_encoded = upsert_encoded if encoded is not None else None
         for u, jd in enumerate(upsert):
             i = state.index.get(jd["id"])
@@ -169,16 +181,19 @@ class Sessions:
                 i = len(jobs)
                 jobs.append(jd)
                 origin.append(u)
+                source.append(None)
                 if encoded is not None:
                     encoded.append(None)
             else:
                 jobs[i], origin[i] = jd, u
             if encoded is not None:
                 encoded[i] = None if new_encoded is None else new_encoded[u]
+        removed = tuple(sorted(state.index[jid] for jid in gone))
         if gone:
             keep = [i for i, jd in enumerate(jobs) if jd["id"] not in gone]
             jobs = [jobs[i] for i in keep]
             origin = [origin[i] for i in keep]
+            source = [source[i] for i in keep]
             if encoded is not None:
                 encoded = [encoded[i] for i in keep]
         whole = {k: v for k, v in state.doc.items() if k != "jobs"}
@@ -191,19 +206,22 @@ class Sessions:
                 whole[key] = doc[key]
         # the state's jobs passed the schema when it was kept; the upserted ones in this request's check
         known = None if encoded is None else [True] * len(jobs)
-        return Merged(whole, screened and state.screened, encoded, known, origin)
+        return Merged(whole, screened and state.screened, encoded, known, origin, source, state, removed)
 
     def keep(self, name: str, doc: dict[str, Any], encoded: list[bytes | None] | None, screened: bool,
-             changed: bool) -> int:
-        """Keep an answered whole request as the session's state (``changed``: made whole from a request with
-        ``base``, else sent whole); returns its revision."""
+             merged: Merged | None, translation: Any = None, marks: Any = None) -> int:
+        """Keep an answered whole request as the session's state (``merged``: what it was made whole from, for
+        a request with ``base``; None: sent whole) and what it translated to; returns its revision."""
         kept = {k: v for k, v in doc.items() if k not in SESSION_FIELDS and k not in _OWN_FIELDS}
         jobs = kept.get("jobs", [])
-        index = {jd["id"]: i for i, jd in enumerate(jobs)}
+        if merged is not None and not merged.removed and len(jobs) == len(merged.state.index):
+            index = merged.state.index  # every job where it stood (ids replaced in place): the same index
+        else:
+            index = {jd["id"]: i for i, jd in enumerate(jobs)}
         with self._lock:
             old = self._states.get(name)
-            revision = old.revision + 1 if changed and old is not None else 1
-            self._states[name] = SessionState(revision, kept, index, encoded, screened)
+            revision = old.revision + 1 if merged is not None and old is not None else 1
+            self._states[name] = SessionState(revision, kept, index, encoded, screened, translation, marks)
             self._states.move_to_end(name)
             while len(self._states) > self.max_sessions:
                 dropped, _ = self._states.popitem(last=False)

@@ -86,6 +86,11 @@ class Translation:
         Jobs left idle without being solved (no option they may use).
     request_index
         ``request_index[m]``: the index in the request of the model's job ``m`` (empty: the same).
+    pieces
+        Per request job, what it translated to (with a job cache only, else None): what a session's next
+        request reuses for the jobs it keeps (:mod:`elasticopt.service.translate_changes`).
+    context
+        The job cache's key of the request's context (None: no cache).
     """
 
     problem: Problem
@@ -94,6 +99,8 @@ class Translation:
     value_jobs: dict[str, ValueJob] = field(default_factory=dict)
     left_out: tuple[str, ...] = ()
     request_index: tuple[int, ...] = ()
+    pieces: tuple[CachedJob, ...] | None = None
+    context: bytes | None = None
 
     def request_path(self, path: str) -> str:
         """A model path (``jobs[m].values``) as the request's (``jobs[i].values``, ``i`` its index there)."""
@@ -193,7 +200,7 @@ def _rows(jd: dict[str, Any], i: int, pools: dict[str, PoolNodes]) -> list[list[
 
 
 def translate(doc: dict[str, Any], screened: bool = False, cache: JobCache | None = None,
-              encoded: list[bytes | None] | None = None) -> Translation:
+              encoded: list[bytes | None] | None = None, context: tuple[bool, bool] | None = None) -> Translation:
     """Map a schema-valid request onto the model (see the module docstring).
 
     ``screened``: the request's text holds no NaN, Infinity, 16-digit run or 3-digit exponent (the model
@@ -203,6 +210,8 @@ def translate(doc: dict[str, Any], screened: bool = False, cache: JobCache | Non
     ``cache``: jobs translated by earlier requests (:class:`~elasticopt.service.jobcache.JobCache`): a job
     whose JSON and context it holds is not translated again; the problem is the one built without it.
     ``encoded``: the jobs' JSON as :meth:`~elasticopt.service.jobcache.JobCache.encode` wrote it, if at hand.
+    ``context``: the model's ``(allow_preemption, general)`` where ``doc`` holds some jobs of a larger request
+    whose jobs decide them (:mod:`elasticopt.service.translate_changes`); None: decided by ``doc``'s jobs.
 
     Raises
     ------
@@ -231,8 +240,11 @@ def translate(doc: dict[str, Any], screened: bool = False, cache: JobCache | Non
             penalty,
         )
     model_allow = (not mixed) and bool(next(iter(preempt.values()), allow))
-    general = objective == VALUES or len(pools) > 1 or any(
-        len(row) != 3 for jd in jobs for row in jd.get("throughput", ()))
+    if context is not None:
+        model_allow, general = context
+    else:
+        general = objective == VALUES or len(pools) > 1 or any(
+            len(row) != 3 for jd in jobs for row in jd.get("throughput", ()))
     inst_jobs: list[dict[str, Any]] = []
     request_index: list[int] = []  # request_index[m] = index in the request of the model's job m
     # with a cache: slots[m] = the model's job m as cached, or None where it is built now from inst_jobs[r]
@@ -342,10 +354,14 @@ def translate(doc: dict[str, Any], screened: bool = False, cache: JobCache | Non
     except (ServiceError, ValidationError):  # worded exactly as without the cache (which jobs came first)
         return translate(doc, screened)
     kept = {i: slots[m] for m, i in built}  # the jobs built now, by request index; the others left out
-    for i, (jd, key) in enumerate(zip(jobs, keys)):
-        if key is not None:
-            cache.put(key, CachedJob(kept.get(i), value_jobs.get(jd["id"]), current.get(jd["id"])))  # type: ignore[union-attr]
-    return Translation(problem, pools, current, value_jobs, tuple(left_out), tuple(request_index))
+    pieces = list(found)  # type: ignore[arg-type]
+    for i, (jd, key, hit) in enumerate(zip(jobs, keys, found)):  # type: ignore[arg-type]
+        if hit is None:
+            pieces[i] = entry = CachedJob(kept.get(i), value_jobs.get(jd["id"]), current.get(jd["id"]))
+            if key is not None:
+                cache.put(key, entry)  # type: ignore[union-attr]
+    return Translation(problem, pools, current, value_jobs, tuple(left_out), tuple(request_index), tuple(pieces),
+                       ctx)
 
 
 def _with_cached_jobs(cache: JobCache, ctx: bytes, slots: list[Job | None], built: list[tuple[int, int]],

@@ -175,7 +175,7 @@ def test_the_least_recently_used_session_is_dropped_and_the_host_starts_again():
 
 def test_a_session_dropped_while_it_is_answered_keeps_its_lock_until_the_request_ends():
     sessions = Sessions(max_sessions=1)
-    sessions.keep("a", {"jobs": []}, None, True, False)
+    sessions.keep("a", {"jobs": []}, None, True, None)
     inside, release, order = threading.Event(), threading.Event(), []
 
     def first() -> None:
@@ -191,7 +191,7 @@ def test_a_session_dropped_while_it_is_answered_keeps_its_lock_until_the_request
     t1 = threading.Thread(target=first)
     t1.start()
     assert inside.wait(5)
-    sessions.keep("b", {"jobs": []}, None, True, False)  # drops "a" (one session kept) while "a" is answered
+    sessions.keep("b", {"jobs": []}, None, True, None)  # drops "a" (one session kept) while "a" is answered
     assert sessions.state("a") is None
     t2 = threading.Thread(target=second)
     t2.start()
