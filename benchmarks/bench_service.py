@@ -27,6 +27,11 @@ For each size, on the same request, side by side in one run (medians):
   transport must spend, beside ``budget``, a quarter of ``solve`` (issue 22's
   target: the service adds at most that).
 
+Per request, the service's own timings (parse, validate, translate, compile, solve, verify, place) of a
+whole request and of a session's 1 % changes, and what the request -> model steps (parse + validate +
+translate) add to the solve: in a session the jobs kept are not parsed or translated again
+(``elasticopt.service.translate_changes``).
+
 Two request kinds: ``paper`` (fitted profiles, the instance family of
 ``elasticopt generate``) and ``values`` (caller values as PolluxPolicy sends
 them: 1..16 replicas per job priced by a speedup function).  Overhead is
@@ -191,10 +196,12 @@ def main() -> None:
               f"{t['svc 1% new'] / t['solve']:>11.2f}x {t['svc session'] / t['solve']:>12.2f}x "
               f"{t['stdio'] / t['solve']:>10.2f}x {t['svc session'] / t['solve+verify']:>21.2f}x")
     print(f"\nthe in-process service's own timings of the same request, whole / a session's 1 % changes (ms, "
-          f"medians of {a.repeats}):")
-    for n, _, kind, _, _, parts, session_parts in rows:
+          f"medians of {a.repeats}); request -> model = parse + validate + translate, over solve (the column above):")
+    for n, _, kind, _, t, parts, session_parts in rows:
         for how, p in (("whole", parts), ("session", session_parts)):
-            print(f"{n:>5} {kind:>6} {how:>7} " + " ".join(f"{k[:-2]}={1e3 * v:.2f}" for k, v in p.items()))
+            to_model = p["parse_s"] + p["validate_s"] + p["translate_s"]
+            print(f"{n:>5} {kind:>6} {how:>7} " + " ".join(f"{k[:-2]}={1e3 * v:.2f}" for k, v in p.items())
+                  + f"  request->model/solve={to_model / t['solve']:.2f}")
 
 
 if __name__ == "__main__":
