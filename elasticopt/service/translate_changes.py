@@ -5,7 +5,7 @@ translation (:func:`~elasticopt.service.translate.translate`) is the same as the
 the upserted jobs are translated (through the job cache, in the whole request's context) and every kept job
 is what it was in the session's last translation (``Translation.pieces``).  That holds while the context --
 the request fields a job's translation reads (cluster, objective, ``allow_preemption``, ``rescale_penalty``,
-the profile registry) and the model's ``allow_preemption`` and format, which the running jobs'
+the profile registry; not ``priority``, which is taken from the whole request) and the model's ``allow_preemption`` and format, which the running jobs'
 ``preemptible`` flags and pool-named throughput rows decide -- is the last one's: the flags and rows are
 counted (:class:`Marks`) and updated by the jobs that came, changed and left.  Anywhere else, and for any
 error (worded by the whole request's translation), :func:`translate_changes` returns None and the whole
@@ -30,8 +30,9 @@ from elasticopt.service.translate import VALUES, Translation, translate
 __all__ = ["Marks", "marks_of", "translate_changes", "CONTEXT_FIELDS"]
 
 #: The request fields a job's translation reads besides its own: one of them in a request of changes (even
-#: with its value unchanged) and the whole request is translated.
-CONTEXT_FIELDS: tuple[str, ...] = ("cluster", "objective", "allow_preemption", "rescale_penalty", "priority")
+#: with its value unchanged) and the whole request is translated.  (``priority`` is not one: it is read
+#: from the whole request here, as ``translate`` reads it, less the jobs left out.)
+CONTEXT_FIELDS: tuple[str, ...] = ("cluster", "objective", "allow_preemption", "rescale_penalty")
 
 
 @dataclass(frozen=True)
