@@ -158,6 +158,14 @@ class GavelPolicy(object):
         are given, in Gavel's visit order, to the jobs that lose least (or gain most) by running there, as
         Gavel's round would give them anyway to jobs of share 0 in its own order (:meth:`fill_spare`).
         False: the solve's allocation alone.
+    refuse_spare
+        Named ``"FIFO_Elasticopt_Perf"`` (default False): the one name prefix for which Gavel's round leaves a
+        type's free workers idle instead of handing them to jobs of share 0 (the exemption of Gavel's FIFO
+        policies, ``Scheduler._schedule_jobs_on_workers_helper``), so every job runs where the answer puts
+        it.  Gavel then makes its plain call (no remaining steps): it needs ``objective=
+        "normalised_throughput"`` and leaves nothing for ``fill_spare`` to do (False).  At light load
+        Gavel's hand-outs put jobs on types where they run slower (docs/integrations.md §4, "Gavel's
+        Figure 9 scale"); without the remaining steps, jobs are not ordered by their remaining work.
     """
 
     #: The name Gavel reads (module docstring): "Perf" keeps Gavel's worker-type order, and the prefix
@@ -167,6 +175,8 @@ class GavelPolicy(object):
     name = "FinishTimeFairness_Elasticopt_Perf"
     #: The name with the ``normalised_throughput`` objective: Gavel's plain call, no remaining steps.
     plain_name = "Elasticopt_Perf"
+    #: The name with ``refuse_spare``: Gavel's plain call, and no spare workers handed to jobs of share 0.
+    fifo_name = "FIFO_Elasticopt_Perf"
     objectives = ("completion_rate", "normalised_throughput")
     #: The order in which Gavel's round hands out worker types (``Scheduler._schedule_jobs_on_workers``,
     #: fixed for a name containing "Perf"); a type not named here is never scheduled by Gavel.
@@ -174,7 +184,7 @@ class GavelPolicy(object):
 
     def __init__(self, solver="dp", time_limit_s=None, url=None, command=None, client=None,
                  patience_calls=64, objective="completion_rate", round_s=360.0, fill_spare=True,
-                 aging_s=86400.0):
+                 aging_s=86400.0, refuse_spare=False):
         if patience_calls is not None and (isinstance(patience_calls, bool) or not isinstance(patience_calls, int)
                                            or patience_calls < 1):
             raise ValueError("patience_calls: expected an integer >= 1 or None, found %r" % (patience_calls,))
@@ -195,7 +205,16 @@ class GavelPolicy(object):
         if not isinstance(fill_spare, bool):
             raise ValueError("fill_spare: expected True or False, found %r" % (fill_spare,))
         self.fill_spare_gpus = fill_spare
-        if objective != "completion_rate":
+        if not isinstance(refuse_spare, bool):
+            raise ValueError("refuse_spare: expected True or False, found %r" % (refuse_spare,))
+        if refuse_spare and (objective != "normalised_throughput" or fill_spare):
+            raise ValueError("refuse_spare: Gavel passes no remaining steps to a policy named 'FIFO...' and hands "
+                             "it no spare workers: expected objective='normalised_throughput' and "
+                             "fill_spare=False, found objective=%r, fill_spare=%r" % (objective, fill_spare))
+        self.refuse_spare = refuse_spare
+        if refuse_spare:
+            self.name = self.fifo_name
+        elif objective != "completion_rate":
             self.name = self.plain_name
         self.client = client or ElasticoptClient(url=url, command=command)
         self.last_response = None
@@ -271,7 +290,7 @@ class GavelPolicy(object):
         """``{job_id: {worker_type: share}}`` with shares 0.0 or 1.0 (see the module docstring).
 
         Gavel calls it by the policy's name (``Scheduler._compute_allocation``): ``(throughputs,
-        scale_factors, cluster_spec)`` for ``plain_name``; ``(throughputs, scale_factors, priority_weights,
+        scale_factors, cluster_spec)`` for ``plain_name`` and ``fifo_name``; ``(throughputs, scale_factors, priority_weights,
         times_since_start, num_steps_remaining, cluster_spec)`` for ``name`` (the ``FinishTimeFairness``
         prefix).
         """

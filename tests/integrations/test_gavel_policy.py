@@ -343,3 +343,22 @@ def test_a_promoted_job_is_moved_by_its_own_values_not_its_boost(client):
 def test_fill_spare_must_be_a_bool(bad):
     with pytest.raises(ValueError, match="fill_spare: expected True or False"):
         GavelPolicy(client=object(), fill_spare=bad)
+
+
+def test_refuse_spare_is_named_for_gavels_fifo_exemption_and_runs_where_it_answers(client):
+    """``refuse_spare``: the name Gavel's round exempts from handing spare workers to jobs of share 0 (its FIFO
+    policies'), Gavel's plain call (no remaining steps), and "Perf" kept (the fixed worker-type order).  R,
+    slower on the V100, keeps its P100 and the V100 stays idle, as the answer says."""
+    from gavel_standin import GavelRounds
+
+    r, s = JobIdPair(0, None), JobIdPair(1, None)
+    tput, scale, spec = {r: {"v100": 1.0, "p100": 2.0}, s: {"v100": 2.0, "p100": 2.1}}, {r: 1, s: 1}, {"v100": 1, "p100": 2}
+    policy = GavelPolicy(client=client, objective="normalised_throughput", fill_spare=False, refuse_spare=True)
+    assert policy.name.startswith("FIFO") and "Perf" in policy.name
+    alloc = compute_allocation(policy, tput, scale, spec)  # the stand-in dispatches by name: the plain call
+    assert alloc[r] == alloc[s] == {"v100": 0.0, "p100": 1.0}
+    assert GavelRounds(policy.name, spec).round(0, alloc, tput, scale) == {r: "p100", s: "p100"}
+    for bad in ({"objective": "completion_rate", "fill_spare": False}, {"objective": "normalised_throughput"},
+                {"objective": "normalised_throughput", "fill_spare": False, "refuse_spare": 1}):
+        with pytest.raises(ValueError, match="refuse_spare"):
+            GavelPolicy(client=client, **dict({"refuse_spare": True}, **bad))
