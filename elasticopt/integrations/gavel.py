@@ -94,7 +94,11 @@ P100 for being slower on a V100 (Gavel's Recommendation models run there at
 spare workers (its name must start with ``"FinishTimeFairness"``, not
 ``"FIFO"``); with ``fill_spare`` (default) it gives them out itself, in
 Gavel's visit order, to the jobs that lose least there (waiting jobs
-first), and answers the allocation Gavel's round will run.  Gavel calls ``get_allocation(throughputs,
+first), and answers the allocation Gavel's round will run.  With ``refuse_spare`` it takes the name
+``"FIFO_Elasticopt_Perf"`` instead, which Gavel's round exempts (no spare workers to jobs of share 0), at the
+cost of the remaining steps (the plain call; ``normalised_throughput``): ahead at light load, where the
+hand-outs put jobs on types that are slower for them, behind at heavy load (docs/integrations.md §4, "1 job
+per hour at Figure 9's scale").  Gavel calls ``get_allocation(throughputs,
 scale_factors, priority_weights, times_since_start, num_steps_remaining,
 cluster_spec)`` for ``"FinishTimeFairness_Elasticopt_Perf"`` and
 ``get_allocation(throughputs, scale_factors, cluster_spec)`` for
