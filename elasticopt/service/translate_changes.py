@@ -5,9 +5,10 @@ translation (:func:`~elasticopt.service.translate.translate`) is the same as the
 the upserted jobs are translated (through the job cache, in the whole request's context) and every kept job
 is what it was in the session's last translation (``Translation.pieces``).  That holds while the context --
 the request fields a job's translation reads (cluster, objective, ``allow_preemption``, ``rescale_penalty``,
-the profile registry; not ``priority``, which is taken from the whole request) and the model's ``allow_preemption`` and format, which the running jobs'
-``preemptible`` flags and pool-named throughput rows decide -- is the last one's: the flags and rows are
-counted (:class:`Marks`) and updated by the jobs that came, changed and left.  Anywhere else, and for any
+the profile registry; not ``priority``, which is taken from the whole request) and the model's
+``allow_preemption`` and format, which the running jobs' ``preemptible`` flags and pool-named throughput rows
+decide -- is the last one's: the flags and rows are counted (:class:`Marks`) and updated by the jobs that
+came, changed and left.  Anywhere else, and for any
 error (worded by the whole request's translation), :func:`translate_changes` returns None and the whole
 request is translated.  The reference is :func:`translate` of the whole request: a test compares the two
 translations over random sessions (``tests/service/test_translate_changes.py``).
@@ -138,5 +139,6 @@ def translate_changes(merged: Merged, sent: Mapping[str, Any], screened: bool,
                                     priority, t.node_aware)
     else:
         return None  # an invalid priority: worded by translate
-    return Translation(problem, prev.pools, current, value_jobs, left_out, tuple(request_index), tuple(pieces),  # type: ignore[arg-type]
-                       ctx), marks
+    out = Translation(problem, prev.pools, current, value_jobs, left_out, tuple(request_index),
+                      tuple(pieces), ctx)  # type: ignore[arg-type]
+    return out, marks
