@@ -15,9 +15,13 @@ name ``elasticopt``, talking to ``elasticopt serve --stdio`` started from
 this environment) and Gavel's policies (``--policies``), and prints one
 table per workload: mean / median / p99 JCT, makespan, finished jobs,
 restarts per job, micro-tasks on a worker type the policy gave share 0,
-jobs Gavel itself ended as failed (after repeated micro-tasks without
-progress; Gavel leaves them out of its mean, and they are not "finished"),
-allocation calls and their median / p99 / max wall time.
+answers after which the policy's name started with ``FIFO`` (Gavel then
+gives no spare workers to jobs of share 0: every answer of ``fifo_perf``,
+the drop-in's answers that ran every job under its default
+``refuse_spare="auto"``), jobs Gavel itself ended as failed (after repeated
+micro-tasks without progress; Gavel leaves them out of its mean, and they
+are not "finished"), allocation calls and their median / p99 / max wall
+time.
 
 Workloads (``--workloads``, default ``artifact,static-multiple``):
 
@@ -85,7 +89,7 @@ import elasticopt_gavel
 
 command = os.environ["ELASTICOPT_COMMAND"].split("\x1f")
 options = json.loads(os.environ.get("EO_DROPIN_OPTIONS") or "{}")
-calls, rounds = [], []
+calls, rounds, fifo_after = [], [], []
 _get_policy = utils.get_policy
 
 
@@ -98,6 +102,7 @@ def timed(policy):
             return inner(*args, **kwargs)
         finally:
             calls.append((time.perf_counter() - t0) * 1000.0)
+            fifo_after.append(policy.name.startswith("FIFO"))  # the name this answer's rounds read
     policy.get_allocation = get_allocation
     return policy
 
@@ -145,6 +150,7 @@ def get_average_jct(self, job_ids=None, verbose=True):
     record = {"jct_s": jct, "makespan_s": float(self._current_timestamp),
               "restarts": dict((j, restarts.get(j, 0)) for j in jct), "calls_ms": calls,
               "extra": {"micro-tasks": tasks, "on share 0": share0, "policy name": self._policy.name,
+                        "answers then FIFO-named": sum(fifo_after),
                         "failed by Gavel": sum(1 for v in jct.values() if v is None)}}
     tmp = os.environ["EO_RESULT"] + ".tmp"
     with open(tmp, "w") as fh:
@@ -296,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
                     if policy == OURS:
                         ours_calls.extend(rec.get("calls_ms") or [])
                 text = host_records.table(f"{name} ({driver} {' '.join(args)})", rows, OURS,
-                                       extra_cols=("micro-tasks", "on share 0", "failed by Gavel"))
+                                       extra_cols=("micro-tasks", "on share 0", "answers then FIFO-named",
+                                                   "failed by Gavel"))
                 print(text, flush=True)
                 texts.append(text)
         line = host_records.latency_line([], OURS, ours_calls)

@@ -54,14 +54,12 @@ maximises the smallest normalised share; ``finish_time_fairness_perf`` the
 worst ratio of finish time to the job's isolated finish time.  Here shares are
 0 or 1, so a job either runs every round on one type or waits (no time
 slicing): fewer jobs share the cluster at once and each one finishes sooner.
-Measured in Gavel's own simulator (docs/integrations.md §4, "The
-completion-rate objective", "Spare GPUs" and "Aging"): at or below the best
-Gavel policy's mean JCT in 17 of 19 settings (its artifact trace, static
-traces and Poisson arrivals at 0.4-1 jobs per hour, up to five seeds),
-0.7-0.9 % behind FIFO in two: once where Gavel's round ran one
-Recommendation job on spare V100s at 0.44 of its P100 speed (below), once
-at 0.4 jobs per hour; at 1 job per hour 0.51-0.66 of the best Gavel policy,
-where ``"normalised_throughput"`` was 1.22.
+Measured in Gavel's own simulator (docs/integrations.md §4, "Refusing spare
+workers only when every job runs"), with the defaults: at or below the best
+Gavel policy's mean JCT in all 25 settings measured -- its artifact trace,
+static traces and Poisson arrivals at 0.4-1 jobs per hour on 8 + 8 + 8 GPUs
+(19 settings, up to five seeds) and six points of its Figure 9 (36 + 36 + 36
+GPUs, 1-2.5 jobs per hour) -- from 0.51 to 0.99 of it.
 
 A sum of per-job values can keep a large job waiting while smaller ones keep
 arriving (eight 1-GPU jobs beat one 8-GPU job at every call): with
@@ -91,18 +89,26 @@ jobs of share 0 -- every policy's but FIFO's, which Gavel exempts by its
 name (``Scheduler._schedule_jobs_on_workers_helper``) -- so a job put on a
 P100 for being slower on a V100 (Gavel's Recommendation models run there at
 0.43-0.51x) runs on a spare V100 at that speed.  The drop-in cannot refuse the
-spare workers (its name must start with ``"FinishTimeFairness"``, not
-``"FIFO"``); with ``fill_spare`` (default) it gives them out itself, in
-Gavel's visit order, to the jobs that lose least there (waiting jobs
-first), and answers the allocation Gavel's round will run.  With ``refuse_spare`` it takes the name
-``"FIFO_Elasticopt_Perf"`` instead, which Gavel's round exempts (no spare workers to jobs of share 0), at the
-cost of the remaining steps (the plain call; ``normalised_throughput``): ahead at light load, where the
-hand-outs put jobs on types that are slower for them, behind at heavy load (docs/integrations.md §4, "1 job
-per hour at Figure 9's scale").  Gavel calls ``get_allocation(throughputs,
+spare workers while its name starts with ``"FinishTimeFairness"`` (the name
+that brings the remaining steps), not ``"FIFO"``; with ``fill_spare``
+(default) it gives them out itself, in Gavel's visit order, to the jobs that
+lose least there (waiting jobs first), and answers the allocation Gavel's
+round will run.  After an answer that runs every job, no job waits for a
+spare worker and a hand-out can only move a job off the type the answer
+chose for it, so by default (``refuse_spare="auto"``) the drop-in then takes
+the name ``"FIFO_Elasticopt_Perf"``, which Gavel's round exempts from
+hand-outs, until an answer leaves a job waiting; Gavel reads the name at
+every round and at every call, so the rounds of that answer and the next call
+see it (that call is Gavel's plain one, without remaining steps, valued by
+normalised throughput).  ``refuse_spare=True`` keeps the FIFO name throughout
+(``normalised_throughput`` only: ahead at light load, behind where jobs queue,
+docs/integrations.md §4, "1 job per hour at Figure 9's scale"); ``False``
+never takes it.  Gavel calls ``get_allocation(throughputs,
 scale_factors, priority_weights, times_since_start, num_steps_remaining,
 cluster_spec)`` for ``"FinishTimeFairness_Elasticopt_Perf"`` and
 ``get_allocation(throughputs, scale_factors, cluster_spec)`` for
-``"Elasticopt_Perf"`` (a name none of its dispatches matches); it recomputes
+``"Elasticopt_Perf"`` and ``"FIFO_Elasticopt_Perf"`` (names none of its
+dispatches matches); it recomputes
 the allocation when jobs arrive or finish (not every round), and the answer
 holds until then.
 
@@ -163,13 +169,17 @@ class GavelPolicy(object):
         Gavel's round would give them anyway to jobs of share 0 in its own order (:meth:`fill_spare`).
         False: the solve's allocation alone.
     refuse_spare
-        Named ``"FIFO_Elasticopt_Perf"`` (default False): the one name prefix for which Gavel's round leaves a
-        type's free workers idle instead of handing them to jobs of share 0 (the exemption of Gavel's FIFO
-        policies, ``Scheduler._schedule_jobs_on_workers_helper``), so every job runs where the answer puts
-        it.  Gavel then makes its plain call (no remaining steps): it needs ``objective=
-        "normalised_throughput"`` and leaves nothing for ``fill_spare`` to do (False).  At light load
-        Gavel's hand-outs put jobs on types where they run slower (docs/integrations.md §4, "Gavel's
-        Figure 9 scale"); without the remaining steps, jobs are not ordered by their remaining work.
+        Whether Gavel's round may hand a type's free workers to jobs of share 0 (it does for every policy
+        but one whose name starts with ``"FIFO"``: ``Scheduler._schedule_jobs_on_workers_helper``).
+        ``"auto"`` (default): after each answer, the name is :attr:`fifo_name` (``"FIFO_Elasticopt_Perf"``:
+        no hand-outs) when the answer runs every job that can run, else :attr:`taking_name` (the
+        objective's name; ``fill_spare`` then gives the spare workers out, waiting jobs first).  Gavel reads
+        the name at every round and every call, so it holds for that answer's rounds and the next call,
+        which under the FIFO name is Gavel's plain one (no remaining steps: valued by normalised
+        throughput).  True: named ``"FIFO_Elasticopt_Perf"`` throughout (needs ``objective=
+        "normalised_throughput"`` and ``fill_spare=False``: Gavel passes it no remaining steps and hands
+        it no spare workers).  False: never (the objective's name throughout).  docs/integrations.md §4,
+        "Refusing spare workers only when every job runs".
     """
 
     #: The name Gavel reads (module docstring): "Perf" keeps Gavel's worker-type order, and the prefix
@@ -188,7 +198,7 @@ class GavelPolicy(object):
 
     def __init__(self, solver="dp", time_limit_s=None, url=None, command=None, client=None,
                  patience_calls=64, objective="completion_rate", round_s=360.0, fill_spare=True,
-                 aging_s=86400.0, refuse_spare=False):
+                 aging_s=86400.0, refuse_spare="auto"):
         if patience_calls is not None and (isinstance(patience_calls, bool) or not isinstance(patience_calls, int)
                                            or patience_calls < 1):
             raise ValueError("patience_calls: expected an integer >= 1 or None, found %r" % (patience_calls,))
@@ -209,17 +219,18 @@ class GavelPolicy(object):
         if not isinstance(fill_spare, bool):
             raise ValueError("fill_spare: expected True or False, found %r" % (fill_spare,))
         self.fill_spare_gpus = fill_spare
-        if not isinstance(refuse_spare, bool):
-            raise ValueError("refuse_spare: expected True or False, found %r" % (refuse_spare,))
-        if refuse_spare and (objective != "normalised_throughput" or fill_spare):
+        if not isinstance(refuse_spare, bool) and refuse_spare != "auto":
+            raise ValueError("refuse_spare: expected True, False or 'auto', found %r" % (refuse_spare,))
+        if refuse_spare is True and (objective != "normalised_throughput" or fill_spare):
             raise ValueError("refuse_spare: Gavel passes no remaining steps to a policy named 'FIFO...' and hands "
                              "it no spare workers: expected objective='normalised_throughput' and "
                              "fill_spare=False, found objective=%r, fill_spare=%r" % (objective, fill_spare))
         self.refuse_spare = refuse_spare
-        if refuse_spare:
-            self.name = self.fifo_name
-        elif objective != "completion_rate":
-            self.name = self.plain_name
+        #: The name that takes Gavel's spare workers (its call passes the remaining steps where the objective
+        #: needs them); ``refuse_spare="auto"`` switches between it and ``fifo_name`` after every answer.
+        self.taking_name = self.name if objective == "completion_rate" else self.plain_name
+        self.name = self.fifo_name if refuse_spare is True else self.taking_name
+        self.names_answered = {}  # the name set after each answer -> how many answers (refuse_spare="auto")
         self.client = client or ElasticoptClient(url=url, command=command)
         self.last_response = None
         self.waited = {}  # request job id -> answers in a row without a share
@@ -306,9 +317,9 @@ class GavelPolicy(object):
             raise TypeError("get_allocation(throughputs, scale_factors, cluster_spec) or (throughputs, "
                             "scale_factors, priority_weights, times_since_start, num_steps_remaining, "
                             "cluster_spec): got %d arguments after scale_factors" % len(state))
-        if self.objective != "completion_rate":
-            remaining, weights, since_start = None, None, None
-        elif remaining is None:
+        if self.objective != "completion_rate" or (remaining is None and self.refuse_spare == "auto"):
+            remaining, weights, since_start = None, None, None  # ("auto" after an answer that ran every job:
+        elif remaining is None:  # Gavel's plain call, valued by normalised throughput)
             raise TypeError("objective 'completion_rate' needs num_steps_remaining: Gavel passes it to a policy "
                             "whose name starts with 'FinishTimeFairness' (GavelPolicy.name); this one is named "
                             "%r" % (self.name,))
@@ -320,7 +331,13 @@ class GavelPolicy(object):
         resp = self.client.request(doc)
         self.last_response = resp
         pools = dict((rid, a["pool"] if a else None) for rid, a in resp["allocation"].items())
-        if self.fill_spare_gpus:
+        fill = self.fill_spare_gpus
+        if self.refuse_spare == "auto":  # every job that can run runs: nothing waits for Gavel's spare workers
+            everyone = all(pools.get(j["id"]) is not None for j in doc["jobs"] if j.get("pools") != [])
+            self.name = self.fifo_name if everyone else self.taking_name  # (read by this answer's rounds and
+            self.names_answered[self.name] = self.names_answered.get(self.name, 0) + 1  # the next call)
+            fill = fill and not everyone
+        if fill:
             pools = self.fill_spare(doc, pools, scale_factors, cluster_spec, ids)
         for rid, pool in pools.items():
             if pool is not None:

@@ -114,10 +114,10 @@ class GavelRounds:
     on its type, added to its and the type's time so far (scheduler.py:3074).
     """
 
-    def __init__(self, policy_name: str, cluster_spec: dict, seed: int = 0, time_per_round_s: float = 360.0):
+    def __init__(self, policy_name, cluster_spec: dict, seed: int = 0, time_per_round_s: float = 360.0):
         import random
 
-        self.name = policy_name
+        self.policy = policy_name  # a name, or the policy itself: Gavel reads ``self._policy.name`` every round
         self.spec = dict(cluster_spec)
         self.shuffler = random.Random(seed + 5)  # scheduler.py:325-326
         self.time_per_round_s = time_per_round_s
@@ -133,6 +133,11 @@ class GavelRounds:
         if self.type_time[t] == 0.0 or got == 0.0:
             return share * 1e9
         return share / (got / self.type_time[t])
+
+    @property
+    def name(self) -> str:
+        """The policy's name as this round reads it (scheduler.py:830, :879: ``self._policy.name``, not a copy)."""
+        return self.policy if isinstance(self.policy, str) else self.policy.name
 
     def round(self, r: int, allocation: dict, throughputs: dict, scale_factors: dict) -> dict:
         """One round: ``{job_id: worker type}`` of the micro-tasks scheduled (and accounted)."""

@@ -17,26 +17,27 @@ DROPIN = gavel  # the conftest's client fixture uses this file's client
 
 @pytest.fixture(scope="module")
 def policy(client):
-    """The ``normalised_throughput`` objective (each job worth at most 1)."""
-    return GavelPolicy(client=client, objective="normalised_throughput")
+    """The ``normalised_throughput`` objective (each job worth at most 1), its name fixed."""
+    return GavelPolicy(client=client, objective="normalised_throughput", refuse_spare=False)
 
 
 @pytest.fixture(scope="module")
 def rate_policy(client):
-    """The default objective, ``completion_rate``."""
-    return GavelPolicy(client=client)
+    """The default objective, ``completion_rate``, its name fixed (``refuse_spare=False``: every call carries
+    the remaining steps; the default name's changes are tested below)."""
+    return GavelPolicy(client=client, refuse_spare=False)
 
 
 @pytest.fixture(scope="module")
 def solve_policy(client):
     """The normalised-throughput objective, the solve's answer alone (``fill_spare=False``)."""
-    return GavelPolicy(client=client, objective="normalised_throughput", fill_spare=False)
+    return GavelPolicy(client=client, objective="normalised_throughput", fill_spare=False, refuse_spare=False)
 
 
 @pytest.fixture(scope="module")
 def rate_solve_policy(client):
-    """The completion-rate objective, the solve's answer alone (``fill_spare=False``)."""
-    return GavelPolicy(client=client, fill_spare=False)
+    """The completion-rate objective, the solve's answer alone (``fill_spare=False``), its name fixed."""
+    return GavelPolicy(client=client, fill_spare=False, refuse_spare=False)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -304,7 +305,7 @@ def test_the_answer_is_what_gavel_rounds_run(client, seed):
     accept(alloc, tput, scale, spec)
     solved = {rid for rid, a in policy.last_response["allocation"].items() if a}
     assert solved <= {str(j) for j in ids if any(alloc[j].values())}
-    rounds = GavelRounds(policy.name, spec)
+    rounds = GavelRounds(policy, spec)  # the name as each round reads it (refuse_spare="auto", the default)
     for r in range(5):
         placed = rounds.round(r, alloc, tput, scale)
         assert {j: t for j, t in placed.items()} == {j: t for j in ids for t, x in alloc[j].items() if x}
@@ -323,7 +324,8 @@ def test_a_spare_v100_goes_to_the_job_that_loses_least_there(client):
     assert plain[r] == plain[s] == {"v100": 0.0, "p100": 1.0}
     assert GavelRounds("FinishTimeFairness_Elasticopt_Perf", spec).round(0, plain, tput, scale) == {r: "v100", s: "p100"}
     assert GavelRounds("FIFO_Perf", spec).round(0, plain, tput, scale) == {r: "p100", s: "p100"}
-    filled = compute_allocation(GavelPolicy(client=client), tput, scale, spec, num_steps_remaining=steps)
+    filled = compute_allocation(GavelPolicy(client=client, refuse_spare=False), tput, scale, spec,
+                                num_steps_remaining=steps)
     assert filled[r] == {"v100": 0.0, "p100": 1.0} and filled[s] == {"v100": 1.0, "p100": 0.0}
     assert GavelRounds("FinishTimeFairness_Elasticopt_Perf", spec).round(0, filled, tput, scale) == {s: "v100", r: "p100"}
 
@@ -333,7 +335,7 @@ def test_a_promoted_job_is_moved_by_its_own_values_not_its_boost(client):
     job that loses least there by the values without it (S), not to the promoted job B (2x slower there)."""
     b, s = JobIdPair(0, None), JobIdPair(1, None)
     tput, scale, spec = {b: {"v100": 1.0, "p100": 2.0}, s: {"v100": 2.0, "p100": 2.1}}, {b: 1, s: 1}, {"v100": 1, "p100": 2}
-    policy = GavelPolicy(client=client)
+    policy = GavelPolicy(client=client, refuse_spare=False)
     policy.promoted = {"0"}  # as after patience_calls answers without a share
     alloc = compute_allocation(policy, tput, scale, spec, num_steps_remaining={b: 5000, s: 5000})
     assert policy.boosted and alloc[b] == {"v100": 0.0, "p100": 1.0} and alloc[s] == {"v100": 1.0, "p100": 0.0}
@@ -362,3 +364,75 @@ def test_refuse_spare_is_named_for_gavels_fifo_exemption_and_runs_where_it_answe
                 {"objective": "normalised_throughput", "fill_spare": False, "refuse_spare": 1}):
         with pytest.raises(ValueError, match="refuse_spare"):
             GavelPolicy(client=client, **dict({"refuse_spare": True}, **bad))
+
+
+def test_refuse_spare_auto_refuses_spare_workers_only_after_an_answer_that_runs_every_job(client):
+    """``refuse_spare="auto"``: after an answer that runs every job that can run, the FIFO name (Gavel's round
+    leaves the spare V100 idle and R keeps its P100; the next call is Gavel's plain call, valued by normalised
+    throughput); after one where a job waits, the completion-rate name again (the spare workers go to the
+    waiting jobs first, ``fill_spare``, and the next call carries the remaining steps)."""
+    from gavel_standin import GavelRounds
+
+    r, s, w = JobIdPair(0, None), JobIdPair(1, None), JobIdPair(2, None)
+    tput = {r: {"v100": 1.0, "p100": 2.0}, s: {"v100": 2.0, "p100": 2.1}}
+    scale, spec, steps = {r: 1, s: 1}, {"v100": 1, "p100": 2}, {r: 5000, s: 5000}
+    policy = GavelPolicy(client=client, refuse_spare="auto")
+    assert policy.name == policy.taking_name == "FinishTimeFairness_Elasticopt_Perf"
+    rounds = GavelRounds(policy, spec)  # reads policy.name at every round, as Gavel does
+    alloc = compute_allocation(policy, tput, scale, spec, num_steps_remaining=steps)
+    assert alloc[r] == alloc[s] == {"v100": 0.0, "p100": 1.0}  # every job runs: nothing given out
+    assert policy.name == "FIFO_Elasticopt_Perf"
+    assert rounds.round(0, alloc, tput, scale) == {r: "p100", s: "p100"}  # the V100 stays idle
+    again = compute_allocation(policy, tput, scale, spec, num_steps_remaining=steps)  # Gavel's plain call now
+    assert again == alloc and policy.name == "FIFO_Elasticopt_Perf"
+    tput[w], scale[w], steps[w] = {"v100": 1.5, "p100": 1.0}, 2, 100  # two GPUs: it cannot start beside R, S
+    heavy = compute_allocation(policy, tput, scale, spec, num_steps_remaining=steps)
+    assert policy.name == policy.taking_name  # a job waits: Gavel's spare workers taken (and given out here)
+    placed = rounds.round(1, heavy, tput, scale)
+    assert placed == {j: t for j in tput for t, x in heavy[j].items() if x}  # what the answer says runs
+    assert policy.names_answered == {"FIFO_Elasticopt_Perf": 2, "FinishTimeFairness_Elasticopt_Perf": 1}
+    seen = []
+    policy.get_allocation = lambda *args: seen.append(len(args)) or {}  # the next call's arguments, by name
+    compute_allocation(policy, tput, scale, spec, num_steps_remaining=steps)
+    assert seen == [6]  # throughputs, scale factors, weights, times since start, remaining steps, cluster spec
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_refuse_spare_auto_the_answer_is_what_gavel_rounds_run_in_either_name(client, seed):
+    """Whatever name an answer leaves, Gavel's round (the stand-in, reading the name each round) runs each job
+    exactly where the answer puts it, over calls in which jobs arrive and leave -- from fewer jobs than GPUs
+    to more (so the name changes both ways) -- each with Gavel's arguments for the name the policy has then."""
+    from gavel_standin import GavelRounds
+
+    spec, ids, scale, tput, steps = _slower_on_v100(seed)
+    spec = {t: n for t, n in spec.items() if n}
+    tput = {j: {t: x for t, x in row.items() if t in spec} for j, row in tput.items()}
+    rng = random.Random(seed)
+    for i in range(len(ids), len(ids) + sum(spec.values())):  # enough more jobs to wait when all are live
+        j = JobIdPair(i, None)
+        ids.append(j)
+        scale[j], steps[j] = rng.choice([1, 2]), rng.uniform(1e3, 1e6)
+        tput[j] = {t: rng.uniform(1, 6) for t in spec}
+    policy = GavelPolicy(client=client, refuse_spare="auto")
+    rounds = GavelRounds(policy, spec, seed=seed)
+    names = []
+    for call, share in enumerate((0.2, 1.0, 0.3, 1.0, 0.1, 0.6)):
+        live = [j for j in ids if rng.random() < share] or ids[:1]
+        sub = lambda d: {j: d[j] for j in live}  # noqa: E731
+        alloc = compute_allocation(policy, sub(tput), sub(scale), spec, num_steps_remaining=sub(steps))
+        accept(alloc, sub(tput), sub(scale), spec)
+        runs = {j for j in live if any(alloc[j].values())}
+        assert policy.name == ("FIFO_Elasticopt_Perf" if runs == set(live) else policy.taking_name)
+        names.append(policy.name)
+        placed = rounds.round(call, alloc, sub(tput), sub(scale))
+        assert placed == {j: t for j in runs for t, x in alloc[j].items() if x}
+    assert policy.taking_name in names and "FIFO_Elasticopt_Perf" in names  # both ways
+
+
+def test_refuse_spare_takes_true_false_or_auto(client):
+    GavelPolicy(client=client, refuse_spare="auto", objective="normalised_throughput")
+    assert GavelPolicy(client=client, refuse_spare="auto", objective="normalised_throughput").taking_name == \
+        "Elasticopt_Perf"
+    for bad in ("yes", "Auto", 0, None):
+        with pytest.raises(ValueError, match="refuse_spare: expected True, False or 'auto'"):
+            GavelPolicy(client=client, refuse_spare=bad)

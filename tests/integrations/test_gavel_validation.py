@@ -104,6 +104,8 @@ class Scheduler:
         out = {}
         for t in types:
             for j in sorted(tput, key=lambda j: -self._allocation.get(j, {}).get(t, 0.0)):
+                if self._policy.name.startswith("FIFO") and self._allocation.get(j, {}).get(t, 0.0) <= 0:
+                    continue  # Gavel's FIFO exemption (scheduler.py:829-832): no spare workers to a share of 0
                 if j not in out and len(free[t]) >= scale[j]:
                     out[j] = tuple(free[t][:scale[j]])
                     free[t] = free[t][scale[j]:]
@@ -230,7 +232,9 @@ def test_from_the_help_command_to_a_table(tmp_path, relative, capsys, monkeypatc
     assert "**static-multiple (" in text
     assert "elasticopt / best host policy" in text and "calls over every workload" in text
     rec = json.loads((out_dir / "artifact" / "elasticopt.json").read_text())
-    assert rec["extra"]["policy name"] == "FinishTimeFairness_Elasticopt_Perf"  # the drop-in ran inside the host
+    # the drop-in ran inside the host, under the name its last answer chose (refuse_spare="auto", the default)
+    assert rec["extra"]["policy name"] in ("FinishTimeFairness_Elasticopt_Perf", "FIFO_Elasticopt_Perf")
+    assert 0 <= rec["extra"]["answers then FIFO-named"] <= len(rec["calls_ms"])
     assert len(rec["jct_s"]) == 6 and all(v is not None for v in rec["jct_s"].values())
     assert rec["calls_ms"] and rec["extra"]["on share 0"] == 0
     host = json.loads((out_dir / "artifact" / "max_min_fairness_perf.json").read_text())
@@ -248,16 +252,17 @@ def test_the_scheduler_folder_is_accepted_too(tmp_path, capsys):
 
 
 def test_dropin_options_choose_the_objective_and_gavel_calls_it_by_that_name(tmp_path, capsys):
-    """``--dropin-options '{"objective": "normalised_throughput"}'`` reaches the policy, whose name is then
-    ``Elasticopt_Perf``: the fake scheduler (Gavel's dispatch) calls it with three arguments, and the run ends."""
+    """``--dropin-options '{"objective": "normalised_throughput", "refuse_spare": false}'`` reaches the policy,
+    whose name is then ``Elasticopt_Perf`` at every answer: the fake scheduler (Gavel's dispatch) calls it with
+    three arguments, and the run ends."""
     fake_gavel(tmp_path / "g")
     out_dir = tmp_path / "results"
     rc = gs.main(["--gavel", str(tmp_path / "g"), "--python", sys.executable, "--workloads", "artifact",
                   "--policies", "fifo_perf", "--serve", SERVE, "--out", str(out_dir),
-                  "--dropin-options", '{"objective": "normalised_throughput"}'])
+                  "--dropin-options", '{"objective": "normalised_throughput", "refuse_spare": false}'])
     assert rc == 0, capsys.readouterr().err
     rec = json.loads((out_dir / "artifact" / "elasticopt.json").read_text())
-    assert rec["extra"]["policy name"] == "Elasticopt_Perf"
+    assert rec["extra"]["policy name"] == "Elasticopt_Perf" and rec["extra"]["answers then FIFO-named"] == 0
     assert all(v is not None for v in rec["jct_s"].values())
 
 
