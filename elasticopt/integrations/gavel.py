@@ -56,10 +56,11 @@ worst ratio of finish time to the job's isolated finish time.  Here shares are
 slicing): fewer jobs share the cluster at once and each one finishes sooner.
 Measured in Gavel's own simulator (docs/integrations.md §4, "Refusing spare
 workers only when every job runs"), with the defaults: at or below the best
-Gavel policy's mean JCT in all 25 settings measured -- its artifact trace,
+Gavel policy's mean JCT in all 31 settings measured -- its artifact trace,
 static traces and Poisson arrivals at 0.4-1 jobs per hour on 8 + 8 + 8 GPUs
-(19 settings, up to five seeds) and six points of its Figure 9 (36 + 36 + 36
-GPUs, 1-2.5 jobs per hour) -- from 0.51 to 0.99 of it.
+(19 settings, up to five seeds) and twelve points of its Figure 9 (36 + 36 +
+36 GPUs, 0.5-2.5 jobs per hour, seeds 0-2) -- from 0.51 to 1.00 of it (equal
+to FIFO where every job runs at once: 0.5 jobs per hour, seed 1).
 
 A sum of per-job values can keep a large job waiting while smaller ones keep
 arriving (eight 1-GPU jobs beat one 8-GPU job at every call): with
